@@ -1,0 +1,1 @@
+"""thinkgate benchmarks: ``python -m bench [name] [options]``; ``python -m bench --help`` lists them."""

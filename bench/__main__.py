@@ -1,0 +1,62 @@
+"""``python -m bench [SUB] [options]``: the benchmark entry point.
+
+Each sub-benchmark is a module of this package with ``DESCRIPTION``, ``add_arguments(parser)`` and
+``main(args) -> int``. Modules keep their heavy imports (torch, xgrammar, vocabularies) inside ``main`` so that ``--help`` is
+quick and one benchmark's imports never slow another's.
+With no sub-benchmark, the default one runs with its default options.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+# name -> (module, one-line description). The order is the order of --help.
+SUBBENCHMARKS: dict[str, tuple[str, str]] = {
+    "loop": ("bench.loop", "simulated continuous-batching engine loop: fill + apply + accept (the default)"),
+    "reasoning": ("bench.reasoning", "per-step cost of the streaming reasoning trackers vs output length"),
+    "kernels": ("bench.kernels", "bitmask apply: our CPU path / Triton vs xgrammar vs logits.fill_"),
+    "step": ("bench.step", "manager per-step time (fill + accept) vs xgrammar matchers called directly"),
+    "tools": ("bench.tools", "tool-choice constraint compile time, cold and cached, per format"),
+}
+DEFAULT = "loop"
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="python -m bench",
+        description="thinkgate benchmarks. With no sub-benchmark, runs '%s'." % DEFAULT,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="sub-benchmarks:\n" + "\n".join(f"  {n:<10} {d}" for n, (_, d) in SUBBENCHMARKS.items())
+        + "\n\n'python -m bench SUB --help' lists the options of one.",
+    )
+    sub = p.add_subparsers(dest="bench", metavar="SUB")
+    for name, (module, desc) in SUBBENCHMARKS.items():
+        sp = sub.add_parser(name, help=desc, description=desc)
+        sp.set_defaults(_module=module)
+        try:
+            mod = importlib.import_module(module)
+        except ModuleNotFoundError as e:
+            if e.name != module:
+                raise
+            sp.set_defaults(_missing=True)
+            continue
+        mod.add_arguments(sp)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv or argv[0].startswith("-") and argv[0] not in ("-h", "--help"):
+        argv = [DEFAULT, *argv]
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if getattr(args, "_missing", False):
+        parser.error(f"sub-benchmark {args.bench!r} is not available in this build")
+    mod = importlib.import_module(args._module)
+    return int(mod.main(args) or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,165 @@
+"""The reasoning-parser contract shared by every family.
+
+Lifetimes
+---------
+- A parser **class** is chosen by name from the registry (:func:`reasoning.get_reasoning_parser`).
+- A parser **instance** is built once per model: ``Parser(vocabulary_or_hf_tokenizer,
+  chat_template_kwargs=None)``. Construction resolves the family's marker token ids and raises
+  ``ValueError`` naming the parser and the missing marker when the vocabulary lacks them. Instances are
+  immutable and shared by all requests and threads.
+- Per request, the engine core holds a :class:`ReasoningTracker` (``parser.new_tracker(prompt_ids)``),
+  and the front end a :class:`ReasoningStream` (``parser.new_stream(prompt_ids)``). Both are small, and
+  the cost of each call grows with the tokens/text of that call, never with the output so far.
+
+Offsets
+-------
+``find_reasoning_end(token_ids)`` and the trackers return a :class:`ReasoningEnd`: ``offset`` is the
+index (into the ids given) of the token that ends the reasoning. Content starts at ``offset + 1``, or at
+``offset`` when ``is_content`` is true (an *implicit* end: a token that is also the first token of the
+content, such as Qwen's ``<tool_call>`` written without ``</think>``).
+``content_start`` gives that index directly.
+
+Per-request ``chat_template_kwargs`` (``enable_thinking``, ``thinking``, ``include_reasoning`` ...) may be
+passed to ``is_reasoning_end``, ``new_tracker`` and ``new_stream``; they override those given at
+construction.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from .vocabulary import Vocabulary
+
+__all__ = ["ReasoningEnd", "ReasoningParser", "ReasoningTracker", "ReasoningStream", "DeltaMessage"]
+
+
+@dataclass(frozen=True)
+class ReasoningEnd:
+    """Where reasoning ends inside a list of token ids."""
+
+    offset: int
+    """Index of the token that ends the reasoning."""
+    is_content: bool = False
+    """True when that token is also the first token of the content (implicit end)."""
+
+    @property
+    def content_start(self) -> int:
+        return self.offset if self.is_content else self.offset + 1
+
+
+@dataclass(frozen=True)
+class DeltaMessage:
+    """What one ``ReasoningStream.feed`` call adds: reasoning and content text (None when nothing)."""
+
+    reasoning: str | None = None
+    content: str | None = None
+
+
+class ReasoningTracker(ABC):
+    """Engine-core, per-request state: has the thinking of this turn ended? (latched once true)
+
+    ``advance`` commits tokens; ``scan`` answers the same question for tokens that are not committed
+    (speculative drafts) and changes nothing. Both cost O(len(token_ids)) (plus a bounded tail for
+    text-marker families), never O(tokens so far).
+    """
+
+    @property
+    @abstractmethod
+    def ended(self) -> bool:
+        """True once the reasoning of this turn has ended (or never started)."""
+
+    @abstractmethod
+    def scan(self, token_ids: Sequence[int]) -> ReasoningEnd | None:
+        """Where the reasoning would end inside ``token_ids`` if they followed the committed tokens;
+        None if it would not end there (or has ended already). Pure: changes no state."""
+
+    @abstractmethod
+    def advance(self, token_ids: Sequence[int]) -> ReasoningEnd | None:
+        """Commit ``token_ids``; return where the reasoning ended among them, if it did in this call."""
+
+
+class ReasoningStream(ABC):
+    """Front-end, per-request streaming splitter of generated text into reasoning and content."""
+
+    @abstractmethod
+    def feed(self, token_ids: Sequence[int], text: str | None = None) -> DeltaMessage:
+        """Add the next generated tokens (``text`` is their decoded text; decoded from the vocabulary
+        when None) and return the new reasoning / content text."""
+
+
+class ReasoningParser(ABC):
+    """Base class of every reasoning parser family (see the module docstring for lifetimes)."""
+
+    name: ClassVar[str] = ""
+    """Primary registry name, set by ``register_reasoning_parser``."""
+
+    def __init__(self, tokenizer: Any, chat_template_kwargs: Mapping[str, Any] | None = None) -> None:
+        self.vocabulary: Vocabulary = Vocabulary.coerce(tokenizer)
+        self.chat_template_kwargs: dict[str, Any] = dict(chat_template_kwargs or {})
+
+    # -- engine core: token ids ------------------------------------------------------------------
+    @property
+    @abstractmethod
+    def reasoning_end_token_ids(self) -> frozenset[int]:
+        """Token ids that end the reasoning and are not content."""
+
+    @property
+    def implicit_reasoning_end_token_ids(self) -> frozenset[int]:
+        """Token ids that end the reasoning *and* are the first token of the content."""
+        return frozenset()
+
+    @abstractmethod
+    def is_reasoning_end(self, prompt_token_ids: Sequence[int],
+                         chat_template_kwargs: Mapping[str, Any] | None = None) -> bool:
+        """True when, given this prompt, the current assistant turn starts with its reasoning ended
+        (template closed it, thinking disabled, ``include_reasoning: false``). Only the current turn
+        counts: an end marker in an earlier turn does not end this one."""
+
+    @abstractmethod
+    def find_reasoning_end(self, token_ids: Sequence[int]) -> ReasoningEnd | None:
+        """The first reasoning end inside generated ``token_ids`` (no prompt state), or None."""
+
+    def extract_content_ids(self, token_ids: Sequence[int]) -> list[int]:
+        """The content ids of a whole generated output (empty when reasoning never ended)."""
+        end = self.find_reasoning_end(token_ids)
+        return [] if end is None else list(token_ids[end.content_start:])
+
+    def count_reasoning_tokens(self, token_ids: Sequence[int]) -> int:
+        """Tokens of a whole generated output that belong to the reasoning (markers excluded)."""
+        raise NotImplementedError
+
+    @abstractmethod
+    def new_tracker(self, prompt_token_ids: Sequence[int] = (),
+                    chat_template_kwargs: Mapping[str, Any] | None = None) -> ReasoningTracker:
+        """A tracker for one request, its state derived from the prompt."""
+
+    # -- front end: text -------------------------------------------------------------------------
+    @abstractmethod
+    def extract_reasoning(self, text: str) -> tuple[str | None, str | None]:
+        """Split a whole generated text into (reasoning, content); None for an empty part."""
+
+    @abstractmethod
+    def new_stream(self, prompt_token_ids: Sequence[int] = (),
+                   chat_template_kwargs: Mapping[str, Any] | None = None) -> ReasoningStream:
+        """A streaming splitter for one request."""
+
+    # -- helpers ---------------------------------------------------------------------------------
+    def _kwargs(self, override: Mapping[str, Any] | None) -> dict[str, Any]:
+        if not override:
+            return self.chat_template_kwargs
+        merged = dict(self.chat_template_kwargs)
+        merged.update(override)
+        return merged
+
+    def _require(self, text: str) -> int:
+        """The id of marker ``text``; ValueError naming the parser and the marker when missing."""
+        tid = self.vocabulary.token_id(text)
+        if tid is None:
+            raise ValueError(
+                f"reasoning parser {self.name!r}: the vocabulary {self.vocabulary.name!r} has no "
+                f"single token for the marker {text!r}"
+            )
+        return tid

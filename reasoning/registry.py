@@ -1,0 +1,94 @@
+"""The reasoning-parser registry: names -> parser classes, imported lazily.
+
+``@register_reasoning_parser("qwen3", "mimo")`` on a class registers it under those names. Built-in
+families live one module per family in ``reasoning/``; ``_BUILTIN_MODULES`` maps each built-in name to
+its module so that ``get_reasoning_parser(name)`` imports only that module. A plugin is a dotted module
+path: ``get_reasoning_parser("my_pkg.my_parser")`` (or ``load_reasoning_plugin``) imports it, and the
+module registers its own names; when the path names exactly one new parser, that parser is returned.
+"""
+
+from __future__ import annotations
+
+import importlib
+import threading
+from collections.abc import Callable
+
+from .base import ReasoningParser
+
+__all__ = ["register_reasoning_parser", "get_reasoning_parser", "list_reasoning_parsers",
+           "load_reasoning_plugin"]
+
+_REGISTRY: dict[str, type[ReasoningParser]] = {}
+_LOCK = threading.RLock()
+
+# name -> module (relative to this package) that registers it. Filled as families are added.
+_BUILTIN_MODULES: dict[str, str] = {}
+
+
+def register_reasoning_parser(*names: str) -> Callable[[type[ReasoningParser]], type[ReasoningParser]]:
+    """Class decorator: register a ReasoningParser subclass under one or more names."""
+    if not names:
+        raise ValueError("register_reasoning_parser needs at least one name")
+
+    def deco(cls: type[ReasoningParser]) -> type[ReasoningParser]:
+        if not (isinstance(cls, type) and issubclass(cls, ReasoningParser)):
+            raise ValueError(f"{cls!r} is not a ReasoningParser subclass")
+        with _LOCK:
+            for n in names:
+                prev = _REGISTRY.get(n)
+                if prev is not None and prev is not cls and prev.__qualname__ != cls.__qualname__:
+                    raise ValueError(f"reasoning parser name {n!r} is already registered to {prev.__qualname__}")
+                _REGISTRY[n] = cls
+            if not cls.__dict__.get("name"):
+                cls.name = names[0]
+        return cls
+
+    return deco
+
+
+def list_reasoning_parsers() -> list[str]:
+    """Every known name: the built-ins (importable on demand) and whatever has registered since."""
+    with _LOCK:
+        return sorted(set(_BUILTIN_MODULES) | set(_REGISTRY))
+
+
+def load_reasoning_plugin(module_path: str) -> list[str]:
+    """Import a plugin module by dotted path; return the names it registered."""
+    with _LOCK:
+        before = set(_REGISTRY)
+    try:
+        importlib.import_module(module_path)
+    except ImportError as e:
+        raise ValueError(f"cannot import reasoning parser plugin {module_path!r}: {e}") from e
+    with _LOCK:
+        return sorted(set(_REGISTRY) - before)
+
+
+def get_reasoning_parser(name: str) -> type[ReasoningParser]:
+    """The parser class registered as ``name`` (a built-in name or a plugin's dotted module path)."""
+    with _LOCK:
+        cls = _REGISTRY.get(name)
+        if cls is not None:
+            return cls
+        module = _BUILTIN_MODULES.get(name)
+    if module is not None:
+        importlib.import_module(f"{__package__}.{module}")
+        with _LOCK:
+            cls = _REGISTRY.get(name)
+        if cls is None:  # pragma: no cover - a broken built-in mapping
+            raise ValueError(f"built-in module {module!r} did not register reasoning parser {name!r}")
+        return cls
+    if "." in name:
+        new = load_reasoning_plugin(name)
+        with _LOCK:
+            if name in _REGISTRY:
+                return _REGISTRY[name]
+            if len(new) == 1:
+                return _REGISTRY[new[0]]
+        raise ValueError(
+            f"reasoning parser plugin {name!r} registered {new or 'no names'}; ask for one of them by name"
+        )
+    raise ValueError(
+        f"unknown reasoning parser {name!r}; known: {', '.join(list_reasoning_parsers())}"
+        " (or a plugin's dotted module path)"
+    )
