@@ -22,7 +22,13 @@ _REGISTRY: dict[str, type[ReasoningParser]] = {}
 _LOCK = threading.RLock()
 
 # name -> module (relative to this package) that registers it. Filled as families are added.
-_BUILTIN_MODULES: dict[str, str] = {}
+_BUILTIN_MODULES: dict[str, str] = {
+    "qwen3": "qwen3",
+    "mimo": "qwen3",
+    "nemotron_v3": "qwen3",
+    "step3p5": "qwen3",
+    "deepseek_r1": "deepseek_r1",
+}
 
 
 def register_reasoning_parser(*names: str) -> Callable[[type[ReasoningParser]], type[ReasoningParser]]:

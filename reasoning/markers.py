@@ -1,0 +1,365 @@
+"""The generic token-marker reasoning parser: thinking delimited by special tokens.
+
+Most families write their thinking between two special tokens (``<think>`` … ``</think>``); they differ
+only in the marker strings, in tokens that end the thinking *implicitly* (Qwen's ``<tool_call>``: it
+ends the thinking and is the first token of the content), in what the chat template writes into the
+prompt, and in what the model does when nothing in the prompt says. :class:`TokenMarkerParser` is
+parameterised by exactly those facts (class attributes); a family module subclasses it and registers
+it.
+
+State machine (per request; one state per token, latched once ended)
+---------------------------------------------------------------------
+``PENDING``  the model decides with its first token: a start marker -> ``THINKING``; an end marker ->
+             ``ENDED`` (marker dropped); anything else -> ``ENDED`` with that token as the first content
+             token (the model skipped thinking). Only families whose ``default_mode`` is
+             ``"first_token"`` start here.
+``THINKING`` start-marker tokens are dropped (no text); an end marker -> ``ENDED`` (dropped); an implicit
+             end token -> ``ENDED`` (it is content); anything else is reasoning.
+``ENDED``    everything is content; nothing changes the state again.
+
+Initial state of a request (``initial_state``), first rule that applies:
+
+1. ``include_reasoning: false`` in the chat-template kwargs -> ``ENDED`` (the grammar applies from the
+   first generated token, and all text is content).
+2. The prompt's *current turn* (after the last ``turn_start_markers`` token; the whole prompt when it
+   has none): its last marker decides. An end or implicit-end marker -> ``ENDED`` (the template closed
+   the thinking, e.g. Qwen3 ``enable_thinking: false`` writes ``<think>\\n\\n</think>\\n\\n``); a start
+   marker -> ``THINKING`` (the template opened it, e.g. DeepSeek-R1 writes ``<think>\\n``). Markers of
+   earlier turns are never looked at.
+3. A thinking switch in the kwargs (``thinking_kwargs``, e.g. ``enable_thinking`` / ``thinking``): false
+   -> ``ENDED``, true -> ``THINKING`` (a start marker the model writes is then dropped).
+4. The family's ``default_mode``: ``"thinking"`` -> ``THINKING`` (output without an end marker is all
+   reasoning, e.g. cut by ``max_tokens``), ``"first_token"`` -> ``PENDING``, ``"off"`` -> ``ENDED``.
+
+Costs: the prompt is scanned once, backwards, and only its current turn; every later call costs
+O(len(tokens of the call)) (a C-level set test first, then a Python loop only over a call that holds a
+marker), never O(tokens so far).
+"""
+
+from __future__ import annotations
+
+import codecs
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar, Literal
+
+from .base import DeltaMessage, ReasoningEnd, ReasoningParser, ReasoningStream, ReasoningTracker
+
+__all__ = ["TokenMarkerParser", "TokenMarkerTracker", "TokenMarkerStream", "ReasoningSplit",
+           "PENDING", "THINKING", "ENDED", "DefaultMode"]
+
+PENDING: Literal[0] = 0
+THINKING: Literal[1] = 1
+ENDED: Literal[2] = 2
+State = Literal[0, 1, 2]
+DefaultMode = Literal["thinking", "first_token", "off"]
+
+_FALSE_STRINGS = frozenset({"false", "0", "no", "off", "none", "disabled"})
+
+
+def _truthy(value: Any) -> bool:
+    """A chat-template kwarg as a boolean (``"false"`` and ``"none"`` strings count as false)."""
+    if isinstance(value, str):
+        return value.strip().lower() not in _FALSE_STRINGS
+    if isinstance(value, Mapping):  # e.g. {"type": "enabled"} / {"type": "disabled"}
+        kind = value.get("type", value.get("enabled", True))
+        return _truthy(kind) and str(kind).lower() != "disabled"
+    return bool(value)
+
+
+@dataclass(frozen=True)
+class ReasoningSplit:
+    """A whole generated output split exactly to the token."""
+
+    reasoning_ids: list[int]
+    """The reasoning tokens (markers excluded)."""
+    content_ids: list[int]
+    """The content tokens (an implicit end token included, as the first)."""
+    end: ReasoningEnd | None
+    """Where the reasoning ended inside the output (None: it never ended there, or ended before it)."""
+    ended_before: bool
+    """True when the reasoning had ended before the first generated token (prompt, kwargs, family)."""
+
+
+class TokenMarkerParser(ReasoningParser):
+    """A reasoning parser whose markers are single special tokens (see the module docstring).
+
+    Class attributes a family sets:
+
+    ``start_markers``        tokens that open the thinking (may be empty: the model never writes one);
+    ``end_markers``          tokens that close it (dropped: neither reasoning nor content);
+    ``implicit_end_markers`` tokens that close it and are the first content token (Qwen's ``<tool_call>``);
+    ``optional_implicit_end_markers`` the same, used only when the vocabulary has them as one token
+                             (a token the vocabulary lacks can never be generated);
+    ``turn_start_markers``   tokens that start a chat turn; the prompt's current turn begins after the
+                             last one (optional: those the vocabulary lacks are ignored);
+    ``default_mode``         what the model does when neither the prompt nor the kwargs say;
+    ``thinking_kwargs``      chat-template kwargs that switch the thinking on/off.
+
+    Every start, end and implicit-end marker must be one token of the vocabulary, else the constructor
+    raises ``ValueError`` naming the parser and the marker.
+    """
+
+    start_markers: ClassVar[tuple[str, ...]] = ("<think>",)
+    end_markers: ClassVar[tuple[str, ...]] = ("</think>",)
+    implicit_end_markers: ClassVar[tuple[str, ...]] = ()
+    optional_implicit_end_markers: ClassVar[tuple[str, ...]] = ()
+    turn_start_markers: ClassVar[tuple[str, ...]] = ()
+    default_mode: ClassVar[DefaultMode] = "thinking"
+    thinking_kwargs: ClassVar[tuple[str, ...]] = ("enable_thinking", "thinking")
+
+    def __init__(self, tokenizer: Any, chat_template_kwargs: Mapping[str, Any] | None = None) -> None:
+        super().__init__(tokenizer, chat_template_kwargs)
+        if not (self.end_markers or self.implicit_end_markers or self.optional_implicit_end_markers):
+            raise ValueError(f"reasoning parser {self.name!r} defines no end marker")
+        self.start_token_ids: frozenset[int] = frozenset(self._require(m) for m in self.start_markers)
+        self.end_token_ids: frozenset[int] = frozenset(self._require(m) for m in self.end_markers)
+        optional = (self.vocabulary.token_id(m) for m in self.optional_implicit_end_markers)
+        self.implicit_end_ids: frozenset[int] = frozenset(
+            [self._require(m) for m in self.implicit_end_markers] + [t for t in optional if t is not None])
+        turn_ids = (self.vocabulary.token_id(m) for m in self.turn_start_markers)
+        self.turn_start_token_ids: frozenset[int] = frozenset(t for t in turn_ids if t is not None)
+        # every token that can change a THINKING/PENDING state
+        self._stop_ids = self.end_token_ids | self.implicit_end_ids
+        self._marker_ids = self._stop_ids | self.start_token_ids
+        self._prompt_stop_ids = self._marker_ids | self.turn_start_token_ids
+        tb = self.vocabulary.token_bytes
+        self._marker_text: dict[int, str] = {t: tb[t].decode("utf-8", errors="replace") for t in self._marker_ids}
+        self._default_state: State = self.initial_state(())
+
+    # -- contract: engine core -------------------------------------------------------------------
+    @property
+    def reasoning_end_token_ids(self) -> frozenset[int]:
+        return self.end_token_ids
+
+    @property
+    def implicit_reasoning_end_token_ids(self) -> frozenset[int]:
+        return self.implicit_end_ids
+
+    def initial_state(self, prompt_token_ids: Sequence[int] = (),
+                      chat_template_kwargs: Mapping[str, Any] | None = None) -> State:
+        """The state of a request before its first generated token (rules in the module docstring)."""
+        kw = self._kwargs(chat_template_kwargs)
+        if "include_reasoning" in kw and not _truthy(kw["include_reasoning"]):
+            return ENDED
+        stops = self._prompt_stop_ids
+        if not stops.isdisjoint(prompt_token_ids):
+            for i in range(len(prompt_token_ids) - 1, -1, -1):
+                t = prompt_token_ids[i]
+                if t in stops:
+                    if t in self.turn_start_token_ids:
+                        break
+                    return THINKING if t in self.start_token_ids else ENDED
+        for key in self.thinking_kwargs:
+            if key in kw and kw[key] is not None:
+                return THINKING if _truthy(kw[key]) else ENDED
+        return {"thinking": THINKING, "first_token": PENDING, "off": ENDED}[self.default_mode]
+
+    def is_reasoning_end(self, prompt_token_ids: Sequence[int],
+                         chat_template_kwargs: Mapping[str, Any] | None = None) -> bool:
+        return self.initial_state(prompt_token_ids, chat_template_kwargs) == ENDED
+
+    def find_reasoning_end(self, token_ids: Sequence[int]) -> ReasoningEnd | None:
+        """The first end or implicit-end marker in ``token_ids`` (read as generated while thinking)."""
+        return self._walk(THINKING, token_ids)[1]
+
+    def split(self, token_ids: Sequence[int], prompt_token_ids: Sequence[int] = (),
+              chat_template_kwargs: Mapping[str, Any] | None = None) -> ReasoningSplit:
+        """Split a whole generated output into reasoning ids and content ids, exact to the token."""
+        state = self.initial_state(prompt_token_ids, chat_template_kwargs)
+        if state == ENDED:
+            return ReasoningSplit([], list(token_ids), None, True)
+        _, end, dropped = self._walk(state, token_ids)
+        stop = len(token_ids) if end is None else end.offset
+        reasoning = [t for i, t in enumerate(token_ids[:stop]) if i not in dropped]
+        content = [] if end is None else list(token_ids[end.content_start:])
+        return ReasoningSplit(reasoning, content, end, False)
+
+    def extract_content_ids(self, token_ids: Sequence[int], prompt_token_ids: Sequence[int] = (),
+                            chat_template_kwargs: Mapping[str, Any] | None = None) -> list[int]:
+        """The content ids of a whole output (all of it when the reasoning had ended before it; none
+        when it never ends)."""
+        return self.split(token_ids, prompt_token_ids, chat_template_kwargs).content_ids
+
+    def count_reasoning_tokens(self, token_ids: Sequence[int], prompt_token_ids: Sequence[int] = (),
+                               chat_template_kwargs: Mapping[str, Any] | None = None) -> int:
+        """Reasoning tokens of a whole output, markers excluded."""
+        return len(self.split(token_ids, prompt_token_ids, chat_template_kwargs).reasoning_ids)
+
+    def new_tracker(self, prompt_token_ids: Sequence[int] = (),
+                    chat_template_kwargs: Mapping[str, Any] | None = None) -> TokenMarkerTracker:
+        return TokenMarkerTracker(self, self.initial_state(prompt_token_ids, chat_template_kwargs))
+
+    # -- contract: front end ---------------------------------------------------------------------
+    def extract_reasoning(self, text: str, prompt_token_ids: Sequence[int] = (),
+                          chat_template_kwargs: Mapping[str, Any] | None = None) -> tuple[str | None, str | None]:
+        """Split a whole generated text into (reasoning, content), markers removed, on the marker
+        texts. The state before the text comes from the prompt / kwargs as for a tracker."""
+        state = self.initial_state(prompt_token_ids, chat_template_kwargs)
+        reasoning, content = self._split_text(state, text)
+        return reasoning or None, content or None
+
+    def new_stream(self, prompt_token_ids: Sequence[int] = (),
+                   chat_template_kwargs: Mapping[str, Any] | None = None) -> TokenMarkerStream:
+        return TokenMarkerStream(self, self.initial_state(prompt_token_ids, chat_template_kwargs))
+
+    # -- the one state machine -------------------------------------------------------------------
+    def _walk(self, state: State, token_ids: Sequence[int]) -> tuple[State, ReasoningEnd | None, set[int]]:
+        """Run ``token_ids`` from ``state``: (new state, where it ended, indices of dropped markers)."""
+        if state == ENDED:
+            return ENDED, None, set()
+        dropped: set[int] = set()
+        if state == THINKING and self._marker_ids.isdisjoint(token_ids):
+            return THINKING, None, dropped
+        starts, ends, implicit = self.start_token_ids, self.end_token_ids, self.implicit_end_ids
+        for i, t in enumerate(token_ids):
+            if t in ends:
+                dropped.add(i)
+                return ENDED, ReasoningEnd(i, False), dropped
+            if t in implicit:
+                return ENDED, ReasoningEnd(i, True), dropped
+            if t in starts:
+                dropped.add(i)
+                state = THINKING
+            elif state == PENDING:  # the model skipped thinking: this token is content
+                return ENDED, ReasoningEnd(i, True), dropped
+        return state, None, dropped
+
+    def _split_text(self, state: State, text: str) -> tuple[str, str]:
+        """The text twin of ``_walk`` on a whole text: (reasoning, content)."""
+        if state == ENDED:
+            return "", text
+        starts = [self._marker_text[t] for t in self.start_token_ids]
+        if state == PENDING:
+            lead = next((m for m in self._marker_text.values() if text.startswith(m)), None)
+            if lead is None or lead in (self._marker_text[t] for t in self.implicit_end_ids):
+                return "", text
+        best: tuple[int, int, bool] | None = None  # (position, marker length, is content)
+        for t in self._stop_ids:
+            m = self._marker_text[t]
+            pos = text.find(m)
+            if pos >= 0 and (best is None or pos < best[0]):
+                best = (pos, len(m), t in self.implicit_end_ids)
+        if best is None:
+            reasoning, content = text, ""
+        else:
+            pos, n, is_content = best
+            reasoning, content = text[:pos], text[pos:] if is_content else text[pos + n:]
+        for m in starts:
+            reasoning = reasoning.replace(m, "")
+        return reasoning, content
+
+
+class TokenMarkerTracker(ReasoningTracker):
+    """Engine-core state of one request (see :class:`TokenMarkerParser`); O(len(step)) per call."""
+
+    __slots__ = ("_parser", "_state")
+
+    def __init__(self, parser: TokenMarkerParser, state: State) -> None:
+        self._parser = parser
+        self._state: State = state
+
+    @property
+    def ended(self) -> bool:
+        return self._state == ENDED
+
+    @property
+    def state(self) -> State:
+        """``PENDING`` (0), ``THINKING`` (1) or ``ENDED`` (2)."""
+        return self._state
+
+    def scan(self, token_ids: Sequence[int]) -> ReasoningEnd | None:
+        return self._parser._walk(self._state, token_ids)[1]
+
+    def advance(self, token_ids: Sequence[int]) -> ReasoningEnd | None:
+        state, end, _ = self._parser._walk(self._state, token_ids)
+        self._state = state
+        return end
+
+
+class TokenMarkerStream(ReasoningStream):
+    """Front-end streaming splitter of one request; the cost of ``feed`` grows with its delta only.
+
+    Markers give no text. When ``text`` is None (or equals this stream's own decoding of the delta)
+    the text of each token run is decoded from the vocabulary with an incremental UTF-8 decoder (a
+    character split across calls comes out whole, once complete). When ``text`` differs (another
+    detokenizer), it is split at the marker texts it contains; if a marker text is missing from it
+    (special tokens skipped by the detokenizer), the stream's own decoding is used.
+    """
+
+    def __init__(self, parser: TokenMarkerParser, state: State) -> None:
+        self._parser = parser
+        self._state: State = state
+        self._decoder = codecs.getincrementaldecoder("utf-8")("replace")
+
+    @property
+    def ended(self) -> bool:
+        return self._state == ENDED
+
+    def feed(self, token_ids: Sequence[int], text: str | None = None) -> DeltaMessage:
+        before = self._state
+        state, end, dropped = self._parser._walk(before, token_ids)
+        self._state = state
+        n = len(token_ids)
+        if before == ENDED:
+            r_stop = c_start = 0
+        elif end is None:
+            r_stop = c_start = n
+        else:
+            r_stop, c_start = end.offset, end.content_start
+        # runs: (kind, ids) with kind "r" (reasoning), "m" (a marker: no text) or "c" (content)
+        runs: list[tuple[str, list[int]]] = []
+        cur: list[int] = []
+        for i in range(r_stop):
+            if i in dropped:
+                if cur:
+                    runs.append(("r", cur))
+                    cur = []
+                runs.append(("m", [token_ids[i]]))
+            else:
+                cur.append(token_ids[i])
+        if cur:
+            runs.append(("r", cur))
+        if end is not None and not end.is_content:
+            runs.append(("m", [token_ids[end.offset]]))
+        if c_start < n:
+            runs.append(("c", list(token_ids[c_start:])))
+        own = self._decode_runs(runs)
+        if text is None or text == (own.reasoning or "") + (own.content or ""):
+            return own
+        given = self._split_given(runs, text)
+        return own if given is None else given
+
+    def _decode_runs(self, runs: list[tuple[str, list[int]]]) -> DeltaMessage:
+        tb = self._parser.vocabulary.token_bytes
+        out: dict[str, list[str]] = {"r": [], "c": []}
+        for kind, ids in runs:
+            if kind != "m":
+                out[kind].append(self._decoder.decode(b"".join([tb[t] for t in ids])))
+        return DeltaMessage("".join(out["r"]) or None, "".join(out["c"]) or None)
+
+    def _split_given(self, runs: list[tuple[str, list[int]]], text: str) -> DeltaMessage | None:
+        """Split a detokenizer's ``text`` at the marker texts; None when they are not all there."""
+        mt = self._parser._marker_text
+        pieces: dict[str, list[str]] = {"r": [], "c": []}
+        pos = 0
+        current: str | None = None  # the kind of the text-bearing run being read
+        for kind, ids in runs:
+            if kind == "m" or (kind == "c" and current == "r"):  # a boundary: find its marker text
+                marker = mt.get(ids[0])
+                j = -1 if marker is None else text.find(marker, pos)
+                if j < 0:
+                    return None
+                if current is not None:
+                    pieces[current].append(text[pos:j])
+                elif j != pos:
+                    return None
+                pos = j + len(marker) if kind == "m" else j
+                current = None
+            if kind != "m":
+                current = kind
+        if current is not None:
+            pieces[current].append(text[pos:])
+        elif pos != len(text):
+            return None
+        return DeltaMessage("".join(pieces["r"]) or None, "".join(pieces["c"]) or None)
