@@ -1,1 +1,14 @@
-"""Token-bitmask kernels: apply a grammar's allowed-token bitmask to logits (Triton on GPU, CPU path)."""
+"""Token-bitmask kernels: apply a grammar's allowed-token bitmask to logits, in place.
+
+:func:`apply_token_bitmask_inplace` validates and dispatches: CUDA tensors to the Triton kernel
+(``kernels.triton_bitmask``), CPU tensors to a C kernel compiled once at first use
+(``kernels.cpu_bitmask``, falling back to vectorised torch ops in ``kernels.torch_bitmask`` when no
+compiler works). :func:`apply_token_bitmask_reference` (``kernels.reference``) is the executable
+contract every kernel is tested against. Triton is imported only when the Triton kernel is first
+used. This package imports neither ``reasoning`` nor ``structured_output``.
+"""
+
+from kernels.api import BACKENDS, Backend, apply_token_bitmask_inplace
+from kernels.reference import apply_token_bitmask_reference
+
+__all__ = ["BACKENDS", "Backend", "apply_token_bitmask_inplace", "apply_token_bitmask_reference"]

@@ -1,0 +1,287 @@
+"""The CPU kernel: a small C function, compiled once at first use and called through ctypes.
+
+Why C and not torch ops: the vectorised torch formulation (``torch_bitmask``) expands the bitmask
+into a [rows, V] bool tensor and then rewrites the logits through it, roughly 3x the memory traffic
+of ``logits.fill_``. This kernel reads the bitmask once and touches a logit only to store -inf:
+
+- a word of all ones (32 allowed tokens) costs one load and no store, so rows that allow
+  everything (inside a JSON string) cost almost nothing;
+- a run of zero words (JSON structure: almost everything blocked) becomes one vectorised fill loop,
+  which runs at ``fill_`` speed;
+- a mixed word stores only its zero bits (count-trailing-zeros loop).
+
+The work is cut into (bitmask row, 32,768-column chunk) items that ``n_threads`` POSIX threads take
+from an atomic counter, so both cores help on large batches and a skewed batch (some rows all
+allowed) still balances. ctypes releases the GIL for the call.
+
+The shared object is built with the system C compiler (``$CC``, else ``cc`` / ``gcc``) into
+``$THINKGATE_CACHE_DIR`` (default ``$XDG_CACHE_HOME/thinkgate`` or ``~/.cache/thinkgate``), keyed
+by a hash of the source, the flags and the CPU, written atomically, and reused by later processes.
+:func:`load_library` returns None when no compiler works (or ``THINKGATE_NO_COMPILE=1``); the
+dispatcher then uses the pure-torch path. :func:`kernels.reference.apply_token_bitmask_reference`
+is this kernel's reference in the tests.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import os
+import platform
+import shutil
+import subprocess
+import tempfile
+import threading
+import warnings
+from pathlib import Path
+
+import torch
+
+# Chunk of columns per work item; the C source and the thread heuristic below agree on it.
+CHUNK_TOKENS = 32768
+# Below this many logits in total a second thread costs more (creation, ~20 us) than it saves.
+_PARALLEL_MIN_ELEMENTS = 1 << 19
+
+C_SOURCE = r"""
+#include <stdint.h>
+#include <pthread.h>
+
+#define CHUNK_TOKENS 32768
+#define MAX_THREADS 64
+
+/* Tokens [a, b) of one row (a % 32 == 0). Tokens below `limit` follow their bit; the rest are
+   set to `neg` (the -inf bit pattern of the element type). */
+#define DEFINE_RANGE(NAME, T)                                                          \
+static void NAME(T *row, const uint32_t *mask, int64_t a, int64_t b, int64_t limit, T neg) { \
+    int64_t bit_end = b < limit ? b : limit;                                           \
+    int64_t t = a;                                                                     \
+    while (t + 32 <= bit_end) {                                                        \
+        uint32_t m = mask[t >> 5];                                                     \
+        if (m == 0xFFFFFFFFu) { t += 32; continue; }                                   \
+        if (m == 0u) {                                                                 \
+            int64_t e = t + 32;                                                        \
+            while (e + 32 <= bit_end && mask[e >> 5] == 0u) e += 32;                   \
+            T *p = row + t;                                                            \
+            int64_t n = e - t;                                                         \
+            for (int64_t k = 0; k < n; k++) p[k] = neg;                                \
+            t = e;                                                                     \
+            continue;                                                                  \
+        }                                                                              \
+        uint32_t z = ~m;                                                               \
+        T *p = row + t;                                                                \
+        while (z) { p[__builtin_ctz(z)] = neg; z &= z - 1u; }                          \
+        t += 32;                                                                       \
+    }                                                                                  \
+    if (t < bit_end) {                                                                 \
+        uint32_t m = mask[t >> 5];                                                     \
+        for (int64_t k = t; k < bit_end; k++)                                          \
+            if (!((m >> (k - t)) & 1u)) row[k] = neg;                                  \
+    }                                                                                  \
+    int64_t k0 = bit_end > a ? bit_end : a;                                            \
+    T *p = row + k0;                                                                   \
+    int64_t n = b - k0;                                                                \
+    for (int64_t k = 0; k < n; k++) p[k] = neg;                                        \
+}
+
+DEFINE_RANGE(range_u32, uint32_t)
+DEFINE_RANGE(range_u16, uint16_t)
+
+typedef struct {
+    char *logits;
+    int64_t row_stride;      /* elements */
+    int64_t width;           /* logits columns */
+    const char *bitmask;
+    int64_t mask_stride;     /* int32 words */
+    const int64_t *rows;     /* logits row of each bitmask row; NULL: row i */
+    int64_t limit;           /* min(vocab_size, 32 * words) */
+    int32_t elem_size;       /* 2 or 4 */
+    uint32_t neg;            /* -inf bit pattern */
+    int64_t chunks_per_row;
+    int64_t n_items;
+    int64_t next;            /* work counter, atomic */
+} job_t;
+
+static void *work(void *arg) {
+    job_t *j = (job_t *)arg;
+    for (;;) {
+        int64_t item = __atomic_fetch_add(&j->next, 1, __ATOMIC_RELAXED);
+        if (item >= j->n_items) break;
+        int64_t i = item / j->chunks_per_row;
+        int64_t a = (item % j->chunks_per_row) * (int64_t)CHUNK_TOKENS;
+        int64_t b = a + CHUNK_TOKENS < j->width ? a + CHUNK_TOKENS : j->width;
+        int64_t r = j->rows ? j->rows[i] : i;
+        const uint32_t *mask = (const uint32_t *)(j->bitmask + 4 * i * j->mask_stride);
+        if (j->elem_size == 4)
+            range_u32((uint32_t *)j->logits + r * j->row_stride, mask, a, b, j->limit, j->neg);
+        else
+            range_u16((uint16_t *)j->logits + r * j->row_stride, mask, a, b, j->limit,
+                      (uint16_t)j->neg);
+    }
+    return 0;
+}
+
+int thinkgate_apply_bitmask(void *logits, int64_t row_stride, int64_t width,
+                            const void *bitmask, int64_t mask_stride, const int64_t *rows,
+                            int64_t n_rows, int64_t limit, int32_t elem_size, uint32_t neg,
+                            int32_t n_threads) {
+    if (n_rows <= 0 || width <= 0) return 0;
+    job_t j;
+    j.logits = (char *)logits; j.row_stride = row_stride; j.width = width;
+    j.bitmask = (const char *)bitmask; j.mask_stride = mask_stride; j.rows = rows;
+    j.limit = limit; j.elem_size = elem_size; j.neg = neg;
+    j.chunks_per_row = (width + CHUNK_TOKENS - 1) / CHUNK_TOKENS;
+    j.n_items = n_rows * j.chunks_per_row;
+    j.next = 0;
+    if (n_threads > j.n_items) n_threads = (int32_t)j.n_items;
+    if (n_threads > MAX_THREADS) n_threads = MAX_THREADS;
+    pthread_t tid[MAX_THREADS];
+    int started = 0;
+    for (int t = 1; t < n_threads; t++) {
+        if (pthread_create(&tid[started], 0, work, &j) != 0) break;  /* fewer threads: still correct */
+        started++;
+    }
+    work(&j);
+    for (int t = 0; t < started; t++) pthread_join(tid[t], 0);
+    return started + 1;
+}
+"""
+
+_NEG_INF_BITS = {torch.float32: 0xFF800000, torch.bfloat16: 0xFF80, torch.float16: 0xFC00}
+
+_lock = threading.Lock()
+_lib: ctypes.CDLL | None = None
+_load_attempted = False
+_load_error: str | None = None
+
+
+def _cache_dir() -> Path:
+    if os.environ.get("THINKGATE_CACHE_DIR"):
+        return Path(os.environ["THINKGATE_CACHE_DIR"])
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "thinkgate"
+
+
+def _cpu_signature() -> str:
+    """The CPU model and flags: -march=native code must not be reused on another CPU."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
+            lines = [ln for ln in f if ln.startswith(("model name", "flags", "Features"))]
+        return "".join(sorted(set(lines)))
+    except OSError:
+        return platform.processor()
+
+
+def _compilers() -> list[str]:
+    names = [os.environ["CC"]] if os.environ.get("CC") else []
+    names += ["cc", "gcc", "clang"]
+    found: list[str] = []
+    for n in names:
+        p = shutil.which(n)
+        if p and p not in found:
+            found.append(p)
+    return found
+
+
+def _compile(cc: str, flags: list[str], out: Path) -> None:
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="thinkgate-cc-") as tmp:
+        src = Path(tmp) / "bitmask.c"
+        src.write_text(C_SOURCE, encoding="utf-8")
+        tmp_so = out.parent / f".{out.name}.{os.getpid()}.{threading.get_ident()}.tmp"
+        try:
+            subprocess.run([cc, *flags, str(src), "-o", str(tmp_so)], check=True,
+                           capture_output=True, timeout=120)
+            os.replace(tmp_so, out)  # atomic: a concurrent process sees the old file or the new one
+        finally:
+            if tmp_so.exists():
+                tmp_so.unlink()
+
+
+def _try_load() -> ctypes.CDLL:
+    ccs = _compilers()
+    if not ccs:
+        raise RuntimeError("no C compiler found (looked for $CC, cc, gcc, clang)")
+    errors: list[str] = []
+    base = ["-O3", "-shared", "-fPIC", "-pthread", "-std=c99", "-fno-strict-aliasing"]
+    for cc in ccs:
+        for extra in (["-march=native"], []):
+            flags = base + extra
+            key = hashlib.sha256("\0".join([C_SOURCE, cc, *flags, platform.machine(),
+                                            _cpu_signature()]).encode()).hexdigest()[:20]
+            path = _cache_dir() / f"bitmask_{key}.so"
+            try:
+                if not path.exists():
+                    _compile(cc, flags, path)
+                lib = ctypes.CDLL(str(path))
+            except (OSError, subprocess.SubprocessError) as e:
+                detail = getattr(e, "stderr", b"") or b""
+                errors.append(f"{cc} {' '.join(extra)}: {e} {detail.decode(errors='replace')[-300:]}")
+                continue
+            fn = lib.thinkgate_apply_bitmask
+            fn.restype = ctypes.c_int
+            fn.argtypes = [ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64, ctypes.c_void_p,
+                           ctypes.c_int64, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64,
+                           ctypes.c_int32, ctypes.c_uint32, ctypes.c_int32]
+            return lib
+    raise RuntimeError("could not build the CPU bitmask kernel: " + " | ".join(errors))
+
+
+def load_library() -> ctypes.CDLL | None:
+    """The compiled kernel, building it on first use; None (with one warning) if that fails."""
+    global _lib, _load_attempted, _load_error
+    if _load_attempted:
+        return _lib
+    with _lock:
+        if not _load_attempted:
+            if os.environ.get("THINKGATE_NO_COMPILE", "") not in ("", "0"):
+                _load_error = "THINKGATE_NO_COMPILE is set"
+            else:
+                try:
+                    _lib = _try_load()
+                except Exception as e:  # any failure means: use the torch path
+                    _load_error = str(e)
+                    warnings.warn(f"thinkgate kernels: using the pure-torch CPU path ({e})",
+                                  RuntimeWarning, stacklevel=3)
+            _load_attempted = True
+    return _lib
+
+
+def load_error() -> str | None:
+    """Why :func:`load_library` returned None (None if it has not failed)."""
+    return _load_error
+
+
+def default_threads(n_rows: int, width: int) -> int:
+    """Threads for one call: torch's intra-op setting, one thread for small work."""
+    if n_rows * width < _PARALLEL_MIN_ELEMENTS:
+        return 1
+    items = n_rows * -(-width // CHUNK_TOKENS)
+    return max(1, min(torch.get_num_threads(), items))
+
+
+def apply_bitmask_cpu(
+    lib: ctypes.CDLL,
+    logits: torch.Tensor,
+    bitmask: torch.Tensor,
+    rows: torch.Tensor | None,
+    limit: int,
+    n_threads: int | None = None,
+) -> None:
+    """Run the C kernel on validated inputs.
+
+    ``logits`` [R, V] CPU, unit column stride; ``bitmask`` int32 [n, words] CPU, unit column stride;
+    ``rows`` a contiguous CPU int64 tensor of n logits rows in range, or None for row i;
+    ``limit`` = min(vocab_size, 32 * words).
+    """
+    n = bitmask.shape[0]
+    width = logits.shape[1]
+    if n == 0 or width == 0:
+        return
+    if n_threads is None:
+        n_threads = default_threads(n, width)
+    lib.thinkgate_apply_bitmask(
+        logits.data_ptr(), logits.stride(0), width,
+        bitmask.data_ptr(), bitmask.stride(0),
+        rows.data_ptr() if rows is not None else None,
+        n, limit, logits.element_size(), _NEG_INF_BITS[logits.dtype], n_threads,
+    )
