@@ -1,0 +1,306 @@
+"""The bitmask kernels against the pure-torch reference, with exact equality.
+
+The Triton kernel runs interpreted on CPU tensors (tests/conftest.py sets TRITON_INTERPRET=1 when
+there is no CUDA device); on a CUDA machine the same tests run it compiled on the GPU. Random masks
+use a fresh seed per test, printed and put in every assertion message so a failure can be replayed
+with THINKGATE_TEST_SEED=<seed>.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from kernels import BACKENDS, apply_token_bitmask_inplace, apply_token_bitmask_reference
+from kernels import cpu_bitmask
+
+DTYPES = [torch.float32, torch.bfloat16, torch.float16]
+CUDA = torch.cuda.is_available()
+# Where each backend runs: Triton on the GPU when there is one, else interpreted on CPU tensors.
+DEVICE = {"cpu": "cpu", "torch": "cpu", "triton": "cuda" if CUDA else "cpu"}
+FAST_BACKENDS = ["cpu", "torch"]
+
+
+@pytest.fixture
+def seed() -> int:
+    s = int(os.environ.get("THINKGATE_TEST_SEED", "0")) or int.from_bytes(os.urandom(4), "little")
+    print(f"seed={s}")
+    return s
+
+
+def random_bitmask(gen: torch.Generator, n: int, words: int, density: float | None = None) -> torch.Tensor:
+    """int32 [n, words]: uniformly random bits, or bits set with probability ``density``."""
+    if density is None:
+        return torch.randint(-(2**31), 2**31 - 1, (n, words), dtype=torch.int32, generator=gen)
+    bits = torch.rand((n, words, 32), generator=gen) < density
+    packed = (bits.to(torch.int64) << torch.arange(32)).sum(-1)
+    return (packed - (packed >= 2**31).to(torch.int64) * 2**32).to(torch.int32)
+
+
+def strided_logits(gen: torch.Generator, rows: int, width: int, dtype: torch.dtype, pad: int = 37) -> torch.Tensor:
+    """[rows, width] view of a [rows, width + pad] buffer: row stride > width. Includes +-inf values."""
+    buf = torch.randn((rows, width + pad), generator=gen).to(dtype)
+    buf[:, 3] = float("inf")
+    buf[:, 5] = float("-inf")
+    return buf[:, :width]
+
+
+def on_device(t: torch.Tensor, dev: str) -> torch.Tensor:
+    """``t`` itself on CPU; on CUDA a copy that keeps a row stride larger than the width."""
+    if dev == "cpu":
+        return t
+    if t.dim() == 2 and t.shape[0] > 1 and t.stride(0) > t.shape[1]:
+        buf = torch.zeros((t.shape[0], t.stride(0)), dtype=t.dtype, device=dev)
+        view = buf[:, : t.shape[1]]
+        view.copy_(t)
+        return view
+    return t.to(dev)
+
+
+def check(backend: str, logits: torch.Tensor, bitmask: torch.Tensor, indices=None, vocab_size=None,
+          msg: str = "") -> None:
+    """Apply with ``backend`` on its device and with the reference on a copy; compare exactly."""
+    expected = logits.clone()
+    apply_token_bitmask_reference(expected, bitmask, indices, vocab_size)
+    dev = DEVICE[backend]
+    got = on_device(logits, dev)
+    idx = indices.to(dev) if isinstance(indices, torch.Tensor) else indices
+    apply_token_bitmask_inplace(got, bitmask.to(dev), idx, vocab_size, backend=backend)
+    got = got.cpu()
+    assert torch.equal(got, expected), f"{backend} differs from the reference ({msg})"
+    # equality above includes -inf == -inf; check the sign bit explicitly for the blocked ones
+    assert torch.equal(torch.isneginf(got), torch.isneginf(expected)), msg
+
+
+@pytest.mark.parametrize("backend", FAST_BACKENDS)
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_vocab_sweep_not_multiple_of_32(backend, dtype, seed):
+    gen = torch.Generator().manual_seed(seed)
+    for width in range(32001, 32033):
+        words = -(-width // 32)
+        logits = strided_logits(gen, 6, width, dtype)
+        bitmask = random_bitmask(gen, 4, words)
+        bitmask[1] = 0
+        bitmask[2] = -1
+        vocab = int(torch.randint(width - 40, width + 1, (1,), generator=gen))
+        check(backend, logits, bitmask, [5, 0, 3, 1], vocab, f"seed={seed} width={width} vocab={vocab}")
+        check(backend, strided_logits(gen, 4, width, dtype), bitmask, None, None, f"seed={seed} width={width}")
+
+
+def test_vocab_sweep_triton(seed):
+    # Interpreted Triton is slow: one call per width, dtypes rotated over the widths.
+    gen = torch.Generator().manual_seed(seed)
+    for k, width in enumerate(range(32001, 32033)):
+        dtype = DTYPES[k % 3]
+        logits = strided_logits(gen, 3, width, dtype)
+        bitmask = random_bitmask(gen, 2, -(-width // 32))
+        bitmask[1, : width // 64] = 0  # half blocked, half random
+        indices = [2, 0] if k % 2 else torch.tensor([2, 0], dtype=torch.int32)
+        vocab = width - (k % 5)
+        check("triton", logits, bitmask, indices, vocab, f"seed={seed} width={width} {dtype}")
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("backend", ["cpu", "torch", "triton"])
+def test_large_vocab(backend, dtype, seed):
+    # Qwen3.6: tokenizer 248,077 ids, logits width 248,320.
+    gen = torch.Generator().manual_seed(seed)
+    width, vocab = 248320, 248077
+    words = width // 32
+    if backend == "triton" and not CUDA:
+        rows, n = 2, 1
+        indices = torch.tensor([1], dtype=torch.int32)
+    else:
+        rows, n = 9, 6
+        indices = torch.tensor([8, 2, 0, 5, 3, 7], dtype=torch.int32)
+    logits = strided_logits(gen, rows, width, dtype, pad=64)
+    bitmask = random_bitmask(gen, n, words, density=0.002)  # JSON structure: a few allowed
+    if n > 1:
+        bitmask[1] = random_bitmask(gen, 1, words, density=0.98)[0]  # inside a string
+        bitmask[2] = -1
+        bitmask[3] = 0
+    check(backend, logits, bitmask, indices, vocab, f"seed={seed}")
+    check(backend, strided_logits(gen, n, width, dtype), bitmask, None, None, f"seed={seed} no indices")
+
+
+@pytest.mark.parametrize("backend", BACKENDS[1:])
+def test_all_allowed_and_all_blocked_rows(backend):
+    width, vocab = 32032, 32005
+    logits = torch.randn(4, width)
+    bitmask = torch.zeros(4, width // 32, dtype=torch.int32)
+    bitmask[0] = -1
+    bitmask[2] = -1
+    before = logits.clone()
+    check(backend, logits.clone(), bitmask, None, vocab, "")
+    dev = DEVICE[backend]
+    logits = logits.to(dev)
+    apply_token_bitmask_inplace(logits, bitmask.to(dev), vocab_size=vocab, backend=backend)
+    logits = logits.cpu()
+    # an all-allowed row keeps every id below vocab_size; ids past it are -inf
+    assert torch.equal(logits[0, :vocab], before[0, :vocab])
+    assert torch.isneginf(logits[0, vocab:]).all()
+    assert torch.isneginf(logits[1]).all() and torch.isneginf(logits[3]).all()
+
+
+@pytest.mark.parametrize("backend", BACKENDS[1:])
+def test_indices_forms_subset_unordered_duplicates(backend, seed):
+    gen = torch.Generator().manual_seed(seed)
+    width = 4001
+    logits = strided_logits(gen, 8, width, torch.float32)
+    bitmask = random_bitmask(gen, 4, -(-width // 32), density=0.5)
+    for indices in ([6, 1, 4, 2], torch.tensor([6, 1, 4, 2], dtype=torch.int32),
+                    torch.tensor([6, 1, 4, 2], dtype=torch.int64), (7, 0, 3, 5),
+                    torch.tensor([9, 6, 9, 1, 9, 4, 9, 2], dtype=torch.int32)[1::2]):
+        check(backend, logits.clone(), bitmask, indices, None, f"seed={seed} indices={indices}")
+    # duplicates: both masks apply (AND)
+    check(backend, logits.clone(), bitmask, [3, 3, 0, 3], None, f"seed={seed} duplicates")
+    # rows not named stay untouched
+    out = logits.clone().to(DEVICE[backend])
+    apply_token_bitmask_inplace(out, bitmask.to(DEVICE[backend]), [6, 1, 4, 2], backend=backend)
+    out = out.cpu()
+    for r in (0, 3, 5, 7):
+        assert torch.equal(out[r], logits[r])
+
+
+@pytest.mark.parametrize("backend", BACKENDS[1:])
+def test_vocab_size_and_bitmask_width_edges(backend, seed):
+    gen = torch.Generator().manual_seed(seed)
+    width = 1000
+    logits = strided_logits(gen, 3, width, torch.bfloat16)
+    full = random_bitmask(gen, 3, 32)  # ceil(1000 / 32) = 32 words
+    for vocab in (0, 1, 31, 32, 33, 999, 1000, None):
+        check(backend, logits.clone(), full, None, vocab, f"seed={seed} vocab={vocab}")
+    # a narrower bitmask: columns past 32 * words are blocked; a wider one: extra words ignored
+    check(backend, logits.clone(), full[:, :20].contiguous(), None, None, f"seed={seed} narrow")
+    check(backend, logits.clone(), full[:, :20], None, 900, f"seed={seed} narrow strided")
+    wide = torch.cat([full, torch.zeros(3, 5, dtype=torch.int32)], dim=1)
+    check(backend, logits.clone(), wide, None, None, f"seed={seed} wide")
+    check(backend, logits.clone(), full[:, :0], None, None, f"seed={seed} zero words")
+    # 1-D logits and bitmask are one row
+    check(backend, logits[0].clone(), full[0], None, 777, f"seed={seed} 1-D")
+    # no rows
+    check(backend, logits.clone(), full[:0], [], None, "empty")
+
+
+def test_cpu_kernel_threads_agree(seed):
+    lib = cpu_bitmask.load_library()
+    assert lib is not None, cpu_bitmask.load_error()
+    gen = torch.Generator().manual_seed(seed)
+    width = 3 * cpu_bitmask.CHUNK_TOKENS + 77
+    bitmask = random_bitmask(gen, 5, -(-width // 32), density=0.3)
+    bitmask[0] = 0
+    expected = strided_logits(gen, 5, width, torch.float16)
+    logits = expected.clone()
+    apply_token_bitmask_reference(expected, bitmask, None, width - 3)
+    for threads in (1, 2, 3, 8):
+        out = logits.clone()
+        cpu_bitmask.apply_bitmask_cpu(lib, out, bitmask, None, min(width - 3, 32 * bitmask.shape[1]), threads)
+        assert torch.equal(out, expected), f"seed={seed} threads={threads}"
+
+
+def test_auto_backend_on_cpu_uses_the_c_kernel_and_falls_back(monkeypatch, seed):
+    gen = torch.Generator().manual_seed(seed)
+    logits = strided_logits(gen, 2, 3001, torch.float32)
+    bitmask = random_bitmask(gen, 2, 94)
+    check("cpu", logits.clone(), bitmask, None, None, "auto")
+    expected = logits.clone()
+    apply_token_bitmask_reference(expected, bitmask)
+    # without a compiled kernel "auto" still works (torch ops) and "cpu" says why it cannot
+    monkeypatch.setattr(cpu_bitmask, "_lib", None)
+    monkeypatch.setattr(cpu_bitmask, "_load_attempted", True)
+    monkeypatch.setattr(cpu_bitmask, "_load_error", "no C compiler found")
+    out = logits.clone()
+    apply_token_bitmask_inplace(out, bitmask)
+    assert torch.equal(out, expected)
+    with pytest.raises(RuntimeError, match="no C compiler"):
+        apply_token_bitmask_inplace(logits.clone(), bitmask, backend="cpu")
+
+
+def test_cpu_kernel_build_is_cached_and_missing_compiler_is_reported(monkeypatch, tmp_path):
+    monkeypatch.setenv("THINKGATE_CACHE_DIR", str(tmp_path))
+    lib = cpu_bitmask._try_load()
+    built = list(tmp_path.glob("bitmask_*.so"))
+    assert len(built) == 1 and lib is not None
+    stamp = built[0].stat().st_mtime_ns
+    cpu_bitmask._try_load()  # a second load reuses the cached object
+    assert built[0].stat().st_mtime_ns == stamp and len(list(tmp_path.iterdir())) == 1
+    monkeypatch.setattr(cpu_bitmask, "_compilers", lambda: [])
+    with pytest.raises(RuntimeError, match="no C compiler"):
+        cpu_bitmask._try_load()
+
+
+def test_import_is_light_and_independent():
+    code = ("import sys, kernels; "
+            "print(sorted(m for m in ('triton', 'reasoning', 'structured_output') if m in sys.modules))")
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         env=env, cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    assert out.stdout.strip() == "[]", out.stdout + out.stderr
+
+
+def test_triton_backend_on_cpu_tensors_needs_the_interpreter(monkeypatch):
+    monkeypatch.setenv("TRITON_INTERPRET", "0")
+    with pytest.raises(ValueError, match="TRITON_INTERPRET"):
+        apply_token_bitmask_inplace(torch.zeros(1, 64), torch.zeros(1, 2, dtype=torch.int32), backend="triton")
+
+
+def _bad_calls():
+    L = torch.zeros(4, 100)
+    B = torch.zeros(4, 4, dtype=torch.int32)
+    return [
+        ((L.to(torch.int32), B), {}, "logits must be float32"),
+        ((L.double(), B), {}, "logits must be float32"),
+        ((L, B.to(torch.int64)), {}, "bitmask must be int32"),
+        (("x", B), {}, "logits must be a torch.Tensor"),
+        ((L, [1, 2]), {}, "bitmask must be a torch.Tensor"),
+        ((L.reshape(2, 2, 100), B), {}, "logits must be 1-D or 2-D"),
+        ((L, B.reshape(2, 2, 4)), {}, "bitmask must be 1-D or 2-D"),
+        ((L, B.to("meta")), {}, "bitmask is on meta"),
+        ((torch.zeros(100, 4).t(), B), {}, "unit stride along the vocabulary"),
+        ((L, torch.zeros(4, 4, dtype=torch.int32).t()), {}, "unit stride along its words"),
+        ((L, B[:3]), {}, "one row per logits row"),
+        ((L, B), {"vocab_size": 101}, r"vocab_size 101 is outside \[0, 100\]"),
+        ((L, B), {"vocab_size": -1}, "vocab_size -1 is outside"),
+        ((L, B), {"vocab_size": 50.0}, "vocab_size must be an int"),
+        ((L, B), {"vocab_size": True}, "vocab_size must be an int"),
+        ((L, B), {"indices": [0, 1, 2]}, "indices has 3 entries but the bitmask has 4 rows"),
+        ((L, B), {"indices": [0, 1, 2, 4]}, "index 4 is out of range for 4 logits rows"),
+        ((L, B), {"indices": [0, 1, 2, -1]}, "index -1 is out of range"),
+        ((L, B), {"indices": [0, 1, 2, 1.0]}, "indices must be ints"),
+        ((L, B), {"indices": [0, 1, 2, True]}, "indices must be ints"),
+        ((L, B), {"indices": "0123"}, "sequence of ints or a tensor"),
+        ((L, B), {"indices": torch.tensor([0, 1, 2, 4])}, r"indices must be in \[0, 4\), got values from 0 to 4"),
+        ((L, B), {"indices": torch.tensor([0.0, 1, 2, 3])}, "int32 or int64 tensor"),
+        ((L, B), {"indices": torch.zeros(2, 2, dtype=torch.int32)}, "indices must be 1-D"),
+        ((L, B), {"indices": torch.tensor([0, 1], dtype=torch.int32)}, "indices has 2 entries"),
+        ((L, B), {"indices": torch.zeros(4, dtype=torch.int32, device="meta")}, "indices are on meta"),
+        ((L, B), {"backend": "cuda"}, "unknown backend 'cuda'; known: auto, triton, cpu, torch"),
+        ((L.to("meta"), B.to("meta")), {"backend": "cpu"}, "backend 'cpu' needs CPU tensors"),
+    ]
+
+
+@pytest.mark.parametrize("args,kwargs,message", _bad_calls())
+def test_invalid_inputs_raise_value_error(args, kwargs, message):
+    before = args[0].clone() if isinstance(args[0], torch.Tensor) and args[0].device.type == "cpu" else None
+    with pytest.raises(ValueError, match=message):
+        apply_token_bitmask_inplace(*args, **kwargs)
+    if before is not None:
+        assert torch.equal(args[0], before)  # nothing was written
+
+
+@pytest.mark.skipif(not CUDA, reason="needs a CUDA device: CUDA index tensors and device checks")
+def test_cuda_specifics(seed):
+    gen = torch.Generator().manual_seed(seed)
+    logits = strided_logits(gen, 4, 5000, torch.bfloat16).cuda()
+    bitmask = random_bitmask(gen, 2, 157).cuda()
+    with pytest.raises(ValueError, match="bitmask is on cpu"):
+        apply_token_bitmask_inplace(logits, bitmask.cpu())
+    # a CUDA index tensor is used as is; an out-of-range entry stores nothing
+    expected = logits.clone()
+    apply_token_bitmask_reference(expected, bitmask[:1], [2])
+    apply_token_bitmask_inplace(logits, bitmask, torch.tensor([2, 99], device="cuda"))
+    assert torch.equal(logits, expected)
