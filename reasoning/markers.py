@@ -15,6 +15,9 @@ State machine (per request; one state per token, latched once ended)
              ``"first_token"`` start here.
 ``THINKING`` start-marker tokens are dropped (no text); an end marker -> ``ENDED`` (dropped); an implicit
              end token -> ``ENDED`` (it is content); anything else is reasoning.
+``LABEL``    (families with a ``start_label``, e.g. Gemma 4's ``thought\\n`` after ``<|channel>``): after a
+             start marker, tokens whose bytes continue the label are dropped as part of the marker;
+             the first token that does not continue it is reasoning (state ``THINKING``).
 ``ENDED``    everything is content; nothing changes the state again.
 
 Initial state of a request (``initial_state``), first rule that applies:
@@ -27,7 +30,8 @@ Initial state of a request (``initial_state``), first rule that applies:
    marker -> ``THINKING`` (the template opened it, e.g. DeepSeek-R1 writes ``<think>\\n``). Markers of
    earlier turns are never looked at.
 3. A thinking switch in the kwargs (``thinking_kwargs``, e.g. ``enable_thinking`` / ``thinking``): false
-   -> ``ENDED``, true -> ``THINKING`` (a start marker the model writes is then dropped).
+   -> ``ENDED``, true -> ``enabled_mode`` (``THINKING`` for most families: a start marker the model
+   writes is then dropped).
 4. The family's ``default_mode``: ``"thinking"`` -> ``THINKING`` (output without an end marker is all
    reasoning, e.g. cut by ``max_tokens``), ``"first_token"`` -> ``PENDING``, ``"off"`` -> ``ENDED``.
 
@@ -46,12 +50,14 @@ from typing import Any, ClassVar, Literal
 from .base import DeltaMessage, ReasoningEnd, ReasoningParser, ReasoningStream, ReasoningTracker
 
 __all__ = ["TokenMarkerParser", "TokenMarkerTracker", "TokenMarkerStream", "ReasoningSplit",
-           "PENDING", "THINKING", "ENDED", "DefaultMode"]
+           "PENDING", "THINKING", "ENDED", "LABEL", "DefaultMode"]
 
 PENDING: Literal[0] = 0
 THINKING: Literal[1] = 1
 ENDED: Literal[2] = 2
-State = Literal[0, 1, 2]
+LABEL: Literal[3] = 3
+"""States >= LABEL: inside a start label, ``state - LABEL`` of its bytes matched."""
+State = int
 DefaultMode = Literal["thinking", "first_token", "off"]
 
 _FALSE_STRINGS = frozenset({"false", "0", "no", "off", "none", "disabled"})
@@ -94,7 +100,11 @@ class TokenMarkerParser(ReasoningParser):
     ``turn_start_markers``   tokens that start a chat turn; the prompt's current turn begins after the
                              last one (optional: those the vocabulary lacks are ignored);
     ``default_mode``         what the model does when neither the prompt nor the kwargs say;
-    ``thinking_kwargs``      chat-template kwargs that switch the thinking on/off.
+    ``enabled_mode``         the same when a thinking kwarg is true;
+    ``thinking_kwargs``      chat-template kwargs that switch the thinking on/off;
+    ``start_label``          text that follows a start marker and belongs to it (dropped);
+    ``content_strip_markers`` special tokens that wrap the content (ERNIE's ``<response>``): they stay
+                             in the content ids, the front end drops their text (optional).
 
     Every start, end and implicit-end marker must be one token of the vocabulary, else the constructor
     raises ``ValueError`` naming the parser and the marker.
@@ -106,7 +116,10 @@ class TokenMarkerParser(ReasoningParser):
     optional_implicit_end_markers: ClassVar[tuple[str, ...]] = ()
     turn_start_markers: ClassVar[tuple[str, ...]] = ()
     default_mode: ClassVar[DefaultMode] = "thinking"
+    enabled_mode: ClassVar[DefaultMode] = "thinking"
     thinking_kwargs: ClassVar[tuple[str, ...]] = ("enable_thinking", "thinking")
+    start_label: ClassVar[str] = ""
+    content_strip_markers: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self, tokenizer: Any, chat_template_kwargs: Mapping[str, Any] | None = None) -> None:
         super().__init__(tokenizer, chat_template_kwargs)
@@ -117,6 +130,9 @@ class TokenMarkerParser(ReasoningParser):
         optional = (self.vocabulary.token_id(m) for m in self.optional_implicit_end_markers)
         self.implicit_end_ids: frozenset[int] = frozenset(
             [self._require(m) for m in self.implicit_end_markers] + [t for t in optional if t is not None])
+        strip_ids = (self.vocabulary.token_id(m) for m in self.content_strip_markers)
+        self.content_strip_ids: frozenset[int] = frozenset(t for t in strip_ids if t is not None)
+        self._label: bytes = self.start_label.encode("utf-8")
         turn_ids = (self.vocabulary.token_id(m) for m in self.turn_start_markers)
         self.turn_start_token_ids: frozenset[int] = frozenset(t for t in turn_ids if t is not None)
         # every token that can change a THINKING/PENDING state
@@ -150,10 +166,11 @@ class TokenMarkerParser(ReasoningParser):
                     if t in self.turn_start_token_ids:
                         break
                     return THINKING if t in self.start_token_ids else ENDED
+        modes = {"thinking": THINKING, "first_token": PENDING, "off": ENDED}
         for key in self.thinking_kwargs:
             if key in kw and kw[key] is not None:
-                return THINKING if _truthy(kw[key]) else ENDED
-        return {"thinking": THINKING, "first_token": PENDING, "off": ENDED}[self.default_mode]
+                return modes[self.enabled_mode] if _truthy(kw[key]) else ENDED
+        return modes[self.default_mode]
 
     def is_reasoning_end(self, prompt_token_ids: Sequence[int],
                          chat_template_kwargs: Mapping[str, Any] | None = None) -> bool:
@@ -212,7 +229,17 @@ class TokenMarkerParser(ReasoningParser):
         if state == THINKING and self._marker_ids.isdisjoint(token_ids):
             return THINKING, None, dropped
         starts, ends, implicit = self.start_token_ids, self.end_token_ids, self.implicit_end_ids
+        label, tb = self._label, self.vocabulary.token_bytes
+        after_start: State = LABEL if label else THINKING
         for i, t in enumerate(token_ids):
+            if state >= LABEL and t not in self._marker_ids:
+                pos, b = state - LABEL, tb[t]
+                if b and label.startswith(b, pos):  # the token continues the label: part of the marker
+                    dropped.add(i)
+                    pos += len(b)
+                    state = THINKING if pos == len(label) else LABEL + pos
+                    continue
+                state = THINKING  # not the label: this token is reasoning
             if t in ends:
                 dropped.add(i)
                 return ENDED, ReasoningEnd(i, False), dropped
@@ -220,7 +247,7 @@ class TokenMarkerParser(ReasoningParser):
                 return ENDED, ReasoningEnd(i, True), dropped
             if t in starts:
                 dropped.add(i)
-                state = THINKING
+                state = after_start
             elif state == PENDING:  # the model skipped thinking: this token is content
                 return ENDED, ReasoningEnd(i, True), dropped
         return state, None, dropped
@@ -228,7 +255,7 @@ class TokenMarkerParser(ReasoningParser):
     def _split_text(self, state: State, text: str) -> tuple[str, str]:
         """The text twin of ``_walk`` on a whole text: (reasoning, content)."""
         if state == ENDED:
-            return "", text
+            return "", self._strip_content(text)
         starts = [self._marker_text[t] for t in self.start_token_ids]
         if state == PENDING:
             lead = next((m for m in self._marker_text.values() if text.startswith(m)), None)
@@ -245,9 +272,19 @@ class TokenMarkerParser(ReasoningParser):
         else:
             pos, n, is_content = best
             reasoning, content = text[:pos], text[pos:] if is_content else text[pos + n:]
+        label = self.start_label
         for m in starts:
+            if label:
+                reasoning = reasoning.replace(m + label, "")
             reasoning = reasoning.replace(m, "")
-        return reasoning, content
+        if state >= LABEL and label and reasoning.startswith(label[state - LABEL:]):
+            reasoning = reasoning[len(label) - (state - LABEL):]
+        return reasoning, self._strip_content(content)
+
+    def _strip_content(self, content: str) -> str:
+        for t in self.content_strip_ids:
+            content = content.replace(self.vocabulary.token_bytes[t].decode("utf-8", errors="replace"), "")
+        return content
 
 
 class TokenMarkerTracker(ReasoningTracker):
@@ -332,8 +369,11 @@ class TokenMarkerStream(ReasoningStream):
 
     def _decode_runs(self, runs: list[tuple[str, list[int]]]) -> DeltaMessage:
         tb = self._parser.vocabulary.token_bytes
+        strip = self._parser.content_strip_ids
         out: dict[str, list[str]] = {"r": [], "c": []}
         for kind, ids in runs:
+            if kind == "c" and strip:
+                ids = [t for t in ids if t not in strip]
             if kind != "m":
                 out[kind].append(self._decoder.decode(b"".join([tb[t] for t in ids])))
         return DeltaMessage("".join(out["r"]) or None, "".join(out["c"]) or None)
@@ -362,4 +402,5 @@ class TokenMarkerStream(ReasoningStream):
             pieces[current].append(text[pos:])
         elif pos != len(text):
             return None
-        return DeltaMessage("".join(pieces["r"]) or None, "".join(pieces["c"]) or None)
+        content = self._parser._strip_content("".join(pieces["c"]))
+        return DeltaMessage("".join(pieces["r"]) or None, content or None)

@@ -28,6 +28,21 @@ _BUILTIN_MODULES: dict[str, str] = {
     "nemotron_v3": "qwen3",
     "step3p5": "qwen3",
     "deepseek_r1": "deepseek_r1",
+    "deepseek_v3": "deepseek_v3",
+    "deepseek_v4": "deepseek_v4",
+    "glm45": "glm45",
+    "glm47": "glm45",
+    "kimi_k2": "kimi_k2",
+    "minimax_m2": "minimax_m2",
+    "seed_oss": "seed_oss",
+    "ernie45": "ernie45",
+    "step3": "step3",
+    "cohere_command": "cohere_command",
+    "cohere_command3": "cohere_command",
+    "cohere_command4": "cohere_command",
+    "gemma4": "gemma4",
+    "mistral": "mistral",
+    "magistral": "mistral",
 }
 
 
