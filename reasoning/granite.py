@@ -1,0 +1,531 @@
+"""granite: IBM Granite 3.2/3.3 thinking, delimited by *text* markers, not special tokens.
+
+With ``thinking: true`` in the chat-template kwargs, the Granite 3.x template adds a system instruction
+("Write your thoughts after 'Here is my thought process:' and write your response after 'Here is my
+response:'") and the model writes::
+
+    Here is my thought process:
+    ...thinking...
+    Here is my response:
+    ...answer...
+
+The markers are plain text that the tokenizer splits into several ordinary tokens (``Here`` ``␣is``
+``␣my`` ``␣response`` ``:`` on Qwen3.6; ``:\\n`` is one token on DeepSeek V4, so the last marker token
+often carries text past the marker). As vLLM's ``granite`` parser does, the markers are matched
+case-sensitively in both spellings the models use: ``Here is`` and ``Here's``
+(:data:`START_MARKERS`, :data:`END_MARKERS`).
+
+States of a request (latched once ``ENDED``)
+--------------------------------------------
+``PENDING``   thinking is on and the model has written nothing decisive yet. Leading ASCII whitespace
+              keeps it pending; then the output either completes a start marker (-> ``THINKING``; the
+              leading whitespace and the marker are dropped), completes an end marker (-> ``ENDED``:
+              the model skipped its thoughts; whitespace and marker dropped), or stops matching every
+              marker (-> ``ENDED``: the model answered without thinking; everything is content).
+``THINKING``  everything is reasoning until an end marker completes (-> ``ENDED``; marker dropped). A
+              start marker written again inside the thoughts is just reasoning text.
+``ENDED``     everything is content.
+
+Initial state (first rule that applies): ``include_reasoning: false`` -> ``ENDED``; the prompt's
+current turn (the text after its last special token, i.e. what was prefilled after the assistant
+header) holds a marker: its last one decides (end -> ``ENDED``, start -> ``THINKING``); the kwarg
+``thinking`` (or ``enable_thinking``): true -> ``PENDING``, false -> ``ENDED``; otherwise ``ENDED``:
+Granite's template thinks only when asked, as vLLM documents ("pass ``thinking=True``").
+
+Token offsets (engine core)
+---------------------------
+The end of reasoning is at the token that *completes* an end marker (its ``:``): ``ReasoningEnd(k,
+is_content=False)``, and the grammar applies from token ``k + 1``, the first token boundary after the
+marker. When token ``k`` carries text past the marker (``:\\n``, ``:\\n\\n``, ``: {``), that tail was
+sampled before the grammar could apply: it is *content text* for the front end but not a content
+*id*, so ``content_text == tail + decode(content_ids)``. Granite writes a newline there; a grammar
+that starts at a token boundary cannot do better without rewinding sampled tokens. When the model
+skips thinking (``PENDING`` stops matching), the end is ``ReasoningEnd(k, is_content=True)`` at the
+token holding the first byte that matches no marker; tokens before it (leading whitespace, or a
+prefix such as ``Here is``) were sampled unconstrained and are content text, not content ids.
+
+``count_reasoning_tokens`` counts the tokens strictly between the opening (whitespace + start
+marker) and the first token that holds a byte of the end marker: a token that straddles a marker
+boundary belongs to the marker.
+
+Costs
+-----
+The tracker keeps at most ``len(longest marker) - 1`` bytes (the suffix of the output that could still
+begin a marker) and, while ``PENDING``, the matched marker prefix (no whitespace is stored: it is
+counted). A call costs O(bytes of its tokens + marker length), never O(output so far). The prompt is
+read once, backwards, to its last special token.
+
+``reasoning_end_token_ids`` / ``implicit_reasoning_end_token_ids``
+------------------------------------------------------------------
+No single token ends Granite's reasoning. ``reasoning_end_token_ids`` is the set of tokens that *can*
+complete an end marker (those whose text up to one of its ``:`` is a suffix of an end marker: ``:``,
+``:\\n``, ``␣response:`` ...): a necessary condition, useful as a prefilter for an explicit end, never
+a sufficient one. ``implicit_reasoning_end_token_ids`` is empty: the only implicit end is the model
+skipping its thoughts at the start of its output, which any token can cause. Use the tracker.
+
+Streams hold back text that may still be part of a marker (at most a marker's length, plus leading
+whitespace while ``PENDING``); call :meth:`GraniteStream.finish` at the end of generation to flush it.
+"""
+
+from __future__ import annotations
+
+import codecs
+from bisect import bisect_right
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from .base import DeltaMessage, ReasoningEnd, ReasoningParser, ReasoningStream, ReasoningTracker
+from .registry import register_reasoning_parser
+
+__all__ = ["GraniteReasoningParser", "GraniteTracker", "GraniteStream", "GraniteSplit",
+           "START_MARKERS", "END_MARKERS", "PENDING", "THINKING", "ENDED"]
+
+START_MARKERS: tuple[str, ...] = ("Here is my thought process:", "Here's my thought process:")
+"""Text that opens Granite's thoughts (vLLM's accepted set)."""
+END_MARKERS: tuple[str, ...] = ("Here is my response:", "Here's my response:")
+"""Text that closes Granite's thoughts and opens the response (vLLM's accepted set)."""
+
+PENDING: Literal[0] = 0
+THINKING: Literal[1] = 1
+ENDED: Literal[2] = 2
+Mode = Literal[0, 1, 2]
+
+_START_B = tuple(m.encode() for m in START_MARKERS)
+_END_B = tuple(m.encode() for m in END_MARKERS)
+_ALL_B = _START_B + _END_B
+_PREFIXES = frozenset(m[:k] for m in _ALL_B for k in range(1, len(m)))  # proper prefixes, PENDING
+_END_PREFIXES = frozenset(m[:k] for m in _END_B for k in range(1, len(m)))  # proper prefixes, THINKING
+_MAX_CARRY = max(len(m) for m in _END_B) - 1
+_WS = frozenset(b" \t\n\r\x0b\x0c")
+_FALSE_STRINGS = frozenset({"false", "0", "no", "off", "none", "disabled"})
+
+# an event of a scan: (kind, start, end) in byte offsets of the data fed in that call; ``start`` may be
+# negative (the marker began in bytes held from an earlier call).
+#   "open": a start marker completed; [start, end) is the marker (leading whitespace not included)
+#   "end":  an end marker completed; [start, end) is the marker
+#   "skip": PENDING stopped matching at byte ``start`` (end = start + 1): the model skipped thinking
+Event = tuple[str, int, int]
+
+
+def _truthy(value: Any) -> bool:
+    if isinstance(value, str):
+        return value.strip().lower() not in _FALSE_STRINGS
+    if isinstance(value, Mapping):
+        kind = value.get("type", value.get("enabled", True))
+        return _truthy(kind) and str(kind).lower() != "disabled"
+    return bool(value)
+
+
+def _carry(buf: bytes) -> int:
+    """Length of the longest suffix of ``buf`` that is a proper prefix of an end marker."""
+    for k in range(min(len(buf), _MAX_CARRY), 0, -1):
+        if buf[-k:] in _END_PREFIXES:
+            return k
+    return 0
+
+
+def _find_end(buf: bytes) -> tuple[int, int] | None:
+    """The first end marker in ``buf``: (start, end), or None."""
+    best: tuple[int, int] | None = None
+    for m in _END_B:
+        s = buf.find(m)
+        if s >= 0 and (best is None or s < best[0]):
+            best = (s, s + len(m))
+    return best
+
+
+class _Scanner:
+    """The byte-level state machine (see the module docstring). Small and cheap to copy.
+
+    ``part``: PENDING - the marker prefix matched so far (after leading whitespace);
+    THINKING - the held suffix of the thoughts that may begin an end marker (<= ``_MAX_CARRY`` bytes).
+    """
+
+    __slots__ = ("mode", "part")
+
+    def __init__(self, mode: Mode, part: bytes = b"") -> None:
+        self.mode: Mode = mode
+        self.part = part
+
+    def copy(self) -> _Scanner:
+        return _Scanner(self.mode, self.part)
+
+    def feed(self, data: bytes) -> list[Event]:
+        events: list[Event] = []
+        i, n = 0, len(data)
+        while i < n and self.mode != ENDED:
+            if self.mode == PENDING:
+                part = self.part
+                while i < n:
+                    b = data[i]
+                    if not part and b in _WS:
+                        i += 1
+                        continue
+                    part += data[i:i + 1]
+                    i += 1
+                    if part in _START_B or part in _END_B:
+                        events.append(("open" if part in _START_B else "end", i - len(part), i))
+                        self.mode = THINKING if part in _START_B else ENDED
+                        part = b""
+                        break
+                    if part not in _PREFIXES:
+                        events.append(("skip", i - 1, i))
+                        self.mode = ENDED
+                        part = b""
+                        break
+                self.part = part
+            else:  # THINKING
+                held = self.part
+                buf = held + data[i:] if i else held + data
+                found = _find_end(buf)
+                base = i - len(held)
+                if found is not None:
+                    events.append(("end", found[0] + base, found[1] + base))
+                    self.mode = ENDED
+                    self.part = b""
+                else:
+                    k = _carry(buf)
+                    self.part = buf[len(buf) - k:] if k else b""
+                i = n
+        return events
+
+
+@dataclass(frozen=True)
+class GraniteSplit:
+    """A whole generated output split at token boundaries."""
+
+    reasoning_ids: list[int]
+    """Tokens strictly between the opening (whitespace + start marker) and the end marker's first token."""
+    content_ids: list[int]
+    """Tokens from ``end.content_start`` (all of them when the reasoning had ended before the output)."""
+    end: ReasoningEnd | None
+    """Where the reasoning ended inside the output (None: never, or before it)."""
+    ended_before: bool
+    """True when the reasoning had ended before the first generated token (prompt or kwargs)."""
+
+
+@register_reasoning_parser("granite")
+class GraniteReasoningParser(ReasoningParser):
+    """IBM Granite 3.x text-marker reasoning (see the module docstring for states and offsets).
+
+    Construction checks that the vocabulary can spell every marker with ordinary tokens and raises
+    ``ValueError`` naming the parser and the marker otherwise.
+    """
+
+    start_markers: tuple[str, ...] = START_MARKERS
+    end_markers: tuple[str, ...] = END_MARKERS
+    thinking_kwargs: tuple[str, ...] = ("thinking", "enable_thinking")
+
+    def __init__(self, tokenizer: Any, chat_template_kwargs: Mapping[str, Any] | None = None) -> None:
+        super().__init__(tokenizer, chat_template_kwargs)
+        v = self.vocabulary
+        for m in START_MARKERS + END_MARKERS:
+            if not self._can_spell(m.encode()):
+                raise ValueError(
+                    f"reasoning parser {self.name!r}: the vocabulary {v.name!r} cannot spell the marker "
+                    f"{m!r} with ordinary tokens"
+                )
+        self._special_ids = v.special_token_ids
+        self._end_candidates = self._completing_tokens()
+
+    def _can_spell(self, marker: bytes) -> bool:
+        """True when ordinary (non-special) tokens concatenate to ``marker`` (DP over its positions)."""
+        v = self.vocabulary
+        reach = [False] * (len(marker) + 1)
+        reach[0] = True
+        for i in range(len(marker)):
+            if reach[i]:
+                for j in range(i + 1, len(marker) + 1):
+                    if not reach[j] and v.token_id(marker[i:j].decode()) is not None:
+                        reach[j] = True
+        return reach[-1]
+
+    def _completing_tokens(self) -> frozenset[int]:
+        out: set[int] = set()
+        special = self._special_ids
+        for tid, b in enumerate(self.vocabulary.token_bytes):
+            if b":" not in b or tid in special:
+                continue
+            p = b.find(b":")
+            while p >= 0:
+                head = b[:p + 1]
+                if any(m.endswith(head) for m in _END_B):
+                    out.add(tid)
+                    break
+                p = b.find(b":", p + 1)
+        return frozenset(out)
+
+    # -- contract: engine core -------------------------------------------------------------------
+    @property
+    def reasoning_end_token_ids(self) -> frozenset[int]:
+        """Tokens that can complete an end marker: necessary for an explicit end, not sufficient."""
+        return self._end_candidates
+
+    @property
+    def implicit_reasoning_end_token_ids(self) -> frozenset[int]:
+        """Empty: only skipping the thoughts at the start of the output ends implicitly (any token)."""
+        return frozenset()
+
+    def _initial(self, prompt_token_ids: Sequence[int] = (),
+                 chat_template_kwargs: Mapping[str, Any] | None = None) -> _Scanner:
+        kw = self._kwargs(chat_template_kwargs)
+        if "include_reasoning" in kw and not _truthy(kw["include_reasoning"]):
+            return _Scanner(ENDED)
+        special, tb = self._special_ids, self.vocabulary.token_bytes
+        i = len(prompt_token_ids)
+        while i > 0 and prompt_token_ids[i - 1] not in special:
+            i -= 1
+        if i < len(prompt_token_ids):
+            prefill = b"".join([tb[t] for t in prompt_token_ids[i:]])
+            last_end = max(prefill.rfind(m) for m in _END_B)
+            last_start = max(prefill.rfind(m) for m in _START_B)
+            if last_end >= 0 and last_end > last_start:
+                return _Scanner(ENDED)
+            if last_start >= 0:
+                k = _carry(prefill)
+                return _Scanner(THINKING, prefill[len(prefill) - k:] if k else b"")
+        for key in self.thinking_kwargs:
+            if key in kw and kw[key] is not None:
+                return _Scanner(PENDING if _truthy(kw[key]) else ENDED)
+        return _Scanner(ENDED)
+
+    def initial_state(self, prompt_token_ids: Sequence[int] = (),
+                      chat_template_kwargs: Mapping[str, Any] | None = None) -> Mode:
+        """``PENDING``, ``THINKING`` or ``ENDED`` before the first generated token."""
+        return self._initial(prompt_token_ids, chat_template_kwargs).mode
+
+    def is_reasoning_end(self, prompt_token_ids: Sequence[int],
+                         chat_template_kwargs: Mapping[str, Any] | None = None) -> bool:
+        return self._initial(prompt_token_ids, chat_template_kwargs).mode == ENDED
+
+    def find_reasoning_end(self, token_ids: Sequence[int]) -> ReasoningEnd | None:
+        """The reasoning end inside ``token_ids`` read as the whole output of a request with thinking
+        on and nothing prefilled (``PENDING`` at its first token)."""
+        return self._split(_Scanner(PENDING), token_ids).end
+
+    def split(self, token_ids: Sequence[int], prompt_token_ids: Sequence[int] = (),
+              chat_template_kwargs: Mapping[str, Any] | None = None) -> GraniteSplit:
+        """Split a whole generated output (state from the prompt / kwargs, as for a tracker)."""
+        return self._split(self._initial(prompt_token_ids, chat_template_kwargs), token_ids)
+
+    def extract_content_ids(self, token_ids: Sequence[int], prompt_token_ids: Sequence[int] = (),
+                            chat_template_kwargs: Mapping[str, Any] | None = None) -> list[int]:
+        """Content ids of a whole output: after the end (all when ended before it, none if never)."""
+        return self.split(token_ids, prompt_token_ids, chat_template_kwargs).content_ids
+
+    def count_reasoning_tokens(self, token_ids: Sequence[int], prompt_token_ids: Sequence[int] = (),
+                               chat_template_kwargs: Mapping[str, Any] | None = None) -> int:
+        """Reasoning tokens of a whole output (markers and tokens straddling them excluded)."""
+        return len(self.split(token_ids, prompt_token_ids, chat_template_kwargs).reasoning_ids)
+
+    def _split(self, sc: _Scanner, token_ids: Sequence[int]) -> GraniteSplit:
+        ids = list(token_ids)
+        if sc.mode == ENDED:
+            return GraniteSplit([], ids, None, True)
+        data, ends = _join(self.vocabulary.token_bytes, ids)
+        r_start = 0
+        r_stop = len(ids)
+        end: ReasoningEnd | None = None
+        for kind, s, e in sc.feed(data):
+            if kind == "open":
+                r_start = bisect_right(ends, e - 1) + 1
+            elif kind == "end":
+                r_stop = bisect_right(ends, s) if s >= 0 else 0
+                end = ReasoningEnd(bisect_right(ends, e - 1), False)
+            else:  # skip
+                r_start = r_stop = 0
+                end = ReasoningEnd(bisect_right(ends, s), True)
+        reasoning = ids[r_start:r_stop] if r_stop > r_start else []
+        content = [] if end is None else ids[end.content_start:]
+        return GraniteSplit(reasoning, content, end, False)
+
+    def new_tracker(self, prompt_token_ids: Sequence[int] = (),
+                    chat_template_kwargs: Mapping[str, Any] | None = None) -> GraniteTracker:
+        return GraniteTracker(self, self._initial(prompt_token_ids, chat_template_kwargs))
+
+    # -- contract: front end ---------------------------------------------------------------------
+    def extract_reasoning(self, text: str, prompt_token_ids: Sequence[int] = (),
+                          chat_template_kwargs: Mapping[str, Any] | None = None
+                          ) -> tuple[str | None, str | None]:
+        """Split a whole generated text into (reasoning, content) at the marker texts, character-exact.
+
+        The state before the text comes from the prompt / kwargs as for a tracker (by default thinking
+        is off, so everything is content: pass ``{"thinking": True}`` as the request did). Output that
+        never ends its thoughts (cut by ``max_tokens``) is all reasoning; output that does not open with
+        a marker is all content (the model skipped thinking).
+        """
+        sc = self._initial(prompt_token_ids, chat_template_kwargs)
+        reasoning, content = _split_text(sc.mode, sc.part.decode(), text)
+        return reasoning or None, content or None
+
+    def new_stream(self, prompt_token_ids: Sequence[int] = (),
+                   chat_template_kwargs: Mapping[str, Any] | None = None) -> GraniteStream:
+        return GraniteStream(self, self._initial(prompt_token_ids, chat_template_kwargs))
+
+
+def _join(tb: Sequence[bytes], ids: Sequence[int]) -> tuple[bytes, list[int]]:
+    """The bytes of ``ids`` and the end offset of each token in them."""
+    parts = [tb[t] for t in ids]
+    ends: list[int] = []
+    n = 0
+    for p in parts:
+        n += len(p)
+        ends.append(n)
+    return b"".join(parts), ends
+
+
+def _split_text(mode: Mode, held: str, text: str) -> tuple[str, str]:
+    """The whole-text reference (plain ``str`` operations, independent of :class:`_Scanner`)."""
+    if mode == ENDED:
+        return "", text
+    if mode == PENDING:
+        body = text.lstrip(" \t\n\r\x0b\x0c")
+        for m in START_MARKERS:
+            if body.startswith(m):
+                return _split_text(THINKING, "", body[len(m):])
+        for m in END_MARKERS:
+            if body.startswith(m):
+                return "", body[len(m):]
+        if any(m.startswith(body) for m in START_MARKERS + END_MARKERS):
+            return text, ""  # still undecided when the output stopped: never ended -> reasoning
+        return "", text
+    full = held + text
+    best: tuple[int, int] | None = None
+    for m in END_MARKERS:
+        s = full.find(m)
+        if s >= 0 and (best is None or s < best[0]):
+            best = (s, s + len(m))
+    if best is None:
+        return text, ""
+    s, e = best
+    return full[len(held):s] if s > len(held) else "", full[e:]
+
+
+class GraniteTracker(ReasoningTracker):
+    """Engine-core state of one request: O(bytes of the call + marker length) per call."""
+
+    __slots__ = ("_parser", "_sc")
+
+    def __init__(self, parser: GraniteReasoningParser, scanner: _Scanner) -> None:
+        self._parser = parser
+        self._sc = scanner
+
+    @property
+    def ended(self) -> bool:
+        return self._sc.mode == ENDED
+
+    @property
+    def state(self) -> Mode:
+        """``PENDING`` (0), ``THINKING`` (1) or ``ENDED`` (2)."""
+        return self._sc.mode
+
+    def _run(self, sc: _Scanner, token_ids: Sequence[int]) -> ReasoningEnd | None:
+        if sc.mode == ENDED or not token_ids:
+            return None
+        data, ends = _join(self._parser.vocabulary.token_bytes, token_ids)
+        for kind, s, e in sc.feed(data):
+            if kind == "end":
+                return ReasoningEnd(bisect_right(ends, e - 1), False)
+            if kind == "skip":
+                return ReasoningEnd(bisect_right(ends, s), True)
+        return None
+
+    def scan(self, token_ids: Sequence[int]) -> ReasoningEnd | None:
+        return self._run(self._sc.copy(), token_ids)
+
+    def advance(self, token_ids: Sequence[int]) -> ReasoningEnd | None:
+        return self._run(self._sc, token_ids)
+
+
+class GraniteStream(ReasoningStream):
+    """Front-end streaming splitter of one request; the cost of ``feed`` grows with its delta only.
+
+    It works on the UTF-8 bytes of ``text`` (or of the tokens, when ``text`` is None), so a character
+    split across calls comes out whole once complete. Text that may still be part of a marker is held
+    back (at most a marker's length, plus leading whitespace while undecided); :meth:`finish` releases
+    it at the end of generation (as reasoning: an output cut inside a marker never ended its thoughts).
+    The concatenated deltas equal :meth:`GraniteReasoningParser.extract_reasoning` on the whole text.
+    """
+
+    def __init__(self, parser: GraniteReasoningParser, scanner: _Scanner) -> None:
+        self._parser = parser
+        self._sc = scanner
+        self._skip = len(scanner.part)  # held bytes that came from the prompt: never emitted
+        self._ws = bytearray()  # leading whitespace held while PENDING
+        self._rdec = codecs.getincrementaldecoder("utf-8")("replace")
+        self._cdec = codecs.getincrementaldecoder("utf-8")("replace")
+        self._finished = False
+
+    @property
+    def ended(self) -> bool:
+        return self._sc.mode == ENDED
+
+    def feed(self, token_ids: Sequence[int], text: str | None = None) -> DeltaMessage:
+        if self._finished:
+            raise ValueError("GraniteStream.feed after finish()")
+        if text is not None:
+            data = text.encode("utf-8")
+        else:
+            tb = self._parser.vocabulary.token_bytes
+            data = b"".join([tb[t] for t in token_ids])
+        sc = self._sc
+        if sc.mode == ENDED:
+            return self._out(b"", data)
+        hold = sc.part
+        mode = sc.mode
+        events = sc.feed(data)
+        buf = hold + data if hold else data
+        off = len(hold)
+        cur = min(self._skip, len(buf))
+        r: list[bytes] = []
+        c: list[bytes] = []
+        for kind, s, e in events:
+            if kind == "open":
+                self._ws.clear()
+                cur = e + off
+                mode = THINKING
+            elif kind == "end":
+                if mode == THINKING and s + off > cur:
+                    r.append(buf[cur:s + off])
+                self._ws.clear()
+                cur = max(cur, e + off)
+                mode = ENDED
+            else:  # skip: everything held is content
+                c.append(bytes(self._ws))
+                self._ws.clear()
+                mode = ENDED
+        if mode == ENDED:
+            c.append(buf[cur:])
+            self._skip = 0
+        elif mode == THINKING:
+            keep = len(sc.part)
+            if len(buf) - keep > cur:
+                r.append(buf[cur:len(buf) - keep])
+            self._skip = max(0, self._skip - (len(buf) - keep))
+        else:  # still PENDING: this call's leading whitespace joins the held whitespace
+            if not hold:
+                self._ws += data[:len(data) - len(sc.part)]
+        return self._out(b"".join(r), b"".join(c))
+
+    def finish(self) -> DeltaMessage:
+        """End of generation: release held text (reasoning: the thoughts never ended) and any
+        incomplete UTF-8 tail. The stream accepts no more input."""
+        if self._finished:
+            return DeltaMessage()
+        self._finished = True
+        sc = self._sc
+        r = b""
+        if sc.mode == PENDING:
+            r = bytes(self._ws) + sc.part
+        elif sc.mode == THINKING:
+            r = sc.part[self._skip:]
+        self._ws.clear()
+        reasoning = self._rdec.decode(r, final=True)
+        content = self._cdec.decode(b"", final=True)
+        return DeltaMessage(reasoning or None, content or None)
+
+    def _out(self, r: bytes, c: bytes) -> DeltaMessage:
+        reasoning = self._rdec.decode(r) if r else ""
+        content = self._cdec.decode(c) if c else ""
+        return DeltaMessage(reasoning or None, content or None)
