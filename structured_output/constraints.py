@@ -11,7 +11,8 @@ compiled grammar among every request that asks for the same thing. Build one wit
     Constraint.structural_tag(tag)            # xgrammar's structural-tag format (dict or JSON string)
 
 Validation that needs no compiler (types, JSON parse, empty choices) happens here and raises
-``ValueError``; the manager validates the rest at ``add_request``.
+``ValueError``; the compiler validates the rest (schema, regex and grammar syntax, structural-tag
+shape, token names) when the manager's ``add_request`` is called, also with a ``ValueError``.
 """
 
 from __future__ import annotations
@@ -19,15 +20,27 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any, Literal
 
-__all__ = ["Constraint", "ConstraintKind"]
+__all__ = ["Constraint", "ConstraintKind", "CONSTRAINT_KINDS", "DEFAULT_MAX_WHITESPACE"]
+
+DEFAULT_MAX_WHITESPACE = 16
+"""Default bound on whitespace characters per gap in JSON (see :meth:`Constraint.json_schema`)."""
 
 ConstraintKind = Literal["json_schema", "json_object", "regex", "grammar", "choice", "structural_tag"]
 
 
+CONSTRAINT_KINDS: tuple[str, ...] = ("json_schema", "json_object", "regex", "grammar", "choice", "structural_tag")
+
+
 def _canonical_json(value: Any) -> str:
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    """Compact JSON that keeps the key order: the order of ``properties`` in a schema is the order
+    the grammar asks for, so two schemas that differ only there are different constraints."""
+    try:
+        return json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    except (TypeError, ValueError) as e:
+        raise ValueError(f"not serialisable as JSON: {e}") from e
 
 
 @dataclass(frozen=True)
@@ -40,10 +53,11 @@ class Constraint:
     spec: str
     options: tuple[tuple[str, Any], ...] = field(default=())
 
-    @property
+    @cached_property
     def key(self) -> str:
-        """The canonical cache key."""
-        return f"{self.kind}|{_canonical_json(dict(self.options))}|{self.spec}"
+        """The canonical cache key (computed once): kind, options and spec. Key order inside a schema
+        is kept (it is the order the grammar asks for); whitespace and formatting are not."""
+        return f"{self.kind}|{json.dumps(dict(self.options), sort_keys=True)}|{self.spec}"
 
     def option(self, name: str, default: Any = None) -> Any:
         for k, v in self.options:
@@ -53,12 +67,17 @@ class Constraint:
 
     # -- constructors ------------------------------------------------------------------------
     @classmethod
-    def json_schema(cls, schema: Mapping[str, Any] | str | bool, *, any_whitespace: bool = False,
-                    max_whitespace: int | None = 2, strict: bool = True) -> Constraint:
-        """A JSON schema. ``any_whitespace=False`` (default) emits compact JSON; with
-        ``any_whitespace=True`` whitespace is allowed but bounded by ``max_whitespace`` characters per
-        gap, so a model cannot spin on whitespace until max_tokens. ``strict`` forbids properties the
-        schema does not list (``additionalProperties`` unset is taken as false), as engines do."""
+    def json_schema(cls, schema: Mapping[str, Any] | str | bool, *, any_whitespace: bool = True,
+                    max_whitespace: int | None = DEFAULT_MAX_WHITESPACE, strict: bool = True) -> Constraint:
+        """A JSON schema (a dict, ``True``/``False``, or its JSON text).
+
+        Whitespace: ``any_whitespace=True`` (default, as vLLM and xgrammar do) lets the model put
+        whitespace between JSON tokens, at most ``max_whitespace`` characters per gap (default 16:
+        pretty-printing to depth 8 fits), so a model cannot spin on spaces or newlines until
+        ``max_tokens``; ``max_whitespace=None`` lifts the bound. ``any_whitespace=False`` allows
+        exactly one line as ``json.dumps`` writes it (``", "`` and ``": "``, no other whitespace).
+        ``strict`` (default) forbids properties and items the schema does not list (an unset
+        ``additionalProperties`` is read as false), as engines do for structured output."""
         if isinstance(schema, str):
             try:
                 schema = json.loads(schema)
@@ -67,12 +86,16 @@ class Constraint:
         if not isinstance(schema, (dict, bool)):
             raise ValueError(f"invalid JSON schema: expected an object, got {type(schema).__name__}")
         return cls("json_schema", _canonical_json(schema),
-                   _opts(any_whitespace=any_whitespace, max_whitespace=max_whitespace, strict=strict))
+                   _opts(any_whitespace=bool(any_whitespace), max_whitespace=_ws(max_whitespace),
+                         strict=bool(strict)))
 
     @classmethod
-    def json_object(cls, *, any_whitespace: bool = False, max_whitespace: int | None = 2) -> Constraint:
-        """Any JSON object."""
-        return cls("json_object", "{}", _opts(any_whitespace=any_whitespace, max_whitespace=max_whitespace))
+    def json_object(cls, *, any_whitespace: bool = True,
+                    max_whitespace: int | None = DEFAULT_MAX_WHITESPACE) -> Constraint:
+        """Any JSON object (OpenAI's ``response_format: json_object``); whitespace as for
+        :meth:`json_schema`."""
+        return cls("json_object", "{}", _opts(any_whitespace=bool(any_whitespace),
+                                              max_whitespace=_ws(max_whitespace)))
 
     @classmethod
     def regex(cls, pattern: str) -> Constraint:
@@ -108,6 +131,14 @@ class Constraint:
         if not isinstance(tag, Mapping):
             raise ValueError(f"invalid structural tag: expected an object, got {type(tag).__name__}")
         return cls("structural_tag", _canonical_json(dict(tag)))
+
+
+def _ws(max_whitespace: int | None) -> int | None:
+    if max_whitespace is None:
+        return None
+    if isinstance(max_whitespace, bool) or not isinstance(max_whitespace, int) or max_whitespace < 1:
+        raise ValueError(f"max_whitespace must be a positive integer or None, got {max_whitespace!r}")
+    return max_whitespace
 
 
 def _opts(**kw: Any) -> tuple[tuple[str, Any], ...]:

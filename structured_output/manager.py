@@ -1,0 +1,758 @@
+"""The scheduler-facing structured-output manager: compile, gate on reasoning, fill, accept.
+
+See :class:`StructuredOutputManager` for lifetimes, thread-safety and the step protocol.
+"""
+
+from __future__ import annotations
+
+import enum
+import time
+from collections.abc import Mapping, Sequence
+from concurrent.futures import Future
+from dataclasses import dataclass
+from typing import Any, Literal, Union
+
+import numpy as np
+import torch
+import xgrammar as xgr
+
+from reasoning.base import ReasoningParser, ReasoningTracker
+from reasoning.registry import get_reasoning_parser
+from reasoning.vocabulary import Vocabulary
+
+from .compiler import CompiledConstraint, Compiler, xgrammar_message
+from .constraints import Constraint
+
+__all__ = ["StructuredOutputManager", "RequestStatus", "AcceptResult", "BitmaskBatch", "ScheduleEntry"]
+
+ScheduleEntry = Union[str, tuple[str, Sequence[int]]]
+"""A scheduled request: its id, or ``(id, draft_token_ids)`` with speculative decoding."""
+
+
+class RequestStatus(str, enum.Enum):
+    """Where a request stands. ``ERROR`` is final; ``TERMINATED`` only moves to ``ERROR``."""
+
+    COMPILING = "compiling"
+    """Its constraint is compiling: not schedulable yet (``is_ready`` is False)."""
+    THINKING = "thinking"
+    """Its thinking has not ended: the grammar does not apply yet."""
+    CONSTRAINED = "constrained"
+    """The thinking has ended (or never started): the constraint, if any, applies."""
+    TERMINATED = "terminated"
+    """The grammar accepted a stop token: the output is complete; only stop tokens may follow."""
+    ERROR = "error"
+    """Invalid constraint at compile time, compile timeout, or a token the grammar rejected."""
+
+
+COMPILING, THINKING, CONSTRAINED, TERMINATED, ERROR = (
+    RequestStatus.COMPILING, RequestStatus.THINKING, RequestStatus.CONSTRAINED, RequestStatus.TERMINATED,
+    RequestStatus.ERROR)
+
+
+@dataclass(frozen=True)
+class AcceptResult:
+    """What :meth:`StructuredOutputManager.accept_tokens` reports."""
+
+    status: Literal["ok", "terminated", "error"]
+    """``ok``: accepted, more may follow; ``terminated``: accepted, and the grammar has accepted a stop
+    token (the output is complete); ``error``: the request is in error (``message`` says why)."""
+    message: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.status != "error"
+
+
+_OK = AcceptResult("ok")
+_TERMINATED = AcceptResult("terminated")
+
+
+@dataclass(frozen=True)
+class BitmaskBatch:
+    """The rows to mask in one step.
+
+    ``bitmask`` is an int32 ``[n, ceil(logits_width / 32)]`` view of the manager's preallocated buffer
+    (token ``t`` allowed iff bit ``t & 31`` of word ``t >> 5`` is set; ids past the tokenizer's size
+    are never set); ``logits_indices`` (int32 ``[n]``, same buffer rules) gives the logits row each
+    mask row applies to. Both are valid until the next ``grammar_bitmask`` call: copy them (e.g. to
+    the GPU) before it. Rows come in no particular order; every logits row appears at most once.
+    """
+
+    bitmask: torch.Tensor
+    logits_indices: torch.Tensor
+    request_ids: list[str]
+    """The request of each row."""
+    num_logits_rows: int
+    """Logits rows the schedule covers: the sum of ``1 + len(drafts)`` over the scheduled requests."""
+
+    def __len__(self) -> int:
+        return int(self.bitmask.shape[0])
+
+
+class _Request:
+    """Per-request state (small; freed at remove)."""
+
+    __slots__ = ("rid", "constraint", "status", "message", "future", "deadline", "compiled", "matcher",
+                 "tracker", "think_row", "pending_row", "pending", "n_out", "n_content", "check_all")
+
+    def __init__(self, rid: str, constraint: Constraint | None, tracker: ReasoningTracker | None) -> None:
+        self.rid = rid
+        self.constraint = constraint
+        self.status: RequestStatus = COMPILING
+        self.message: str | None = None
+        self.future: Future | None = None
+        self.deadline = 0.0
+        self.compiled: CompiledConstraint | None = None
+        self.matcher: xgr.GrammarMatcher | None = None
+        self.tracker = tracker
+        self.think_row: np.ndarray | None = None    # row for a thinking position (None: no row)
+        self.pending_row: np.ndarray | None = None  # row while the first token decides (None: no row)
+        self.pending = False                        # the next token decides thinking vs content
+        self.n_out = 0                              # tokens accepted (output position of the next)
+        self.n_content = 0                          # tokens fed to the grammar
+        self.check_all = False                      # rows may allow everything: fill one by one
+
+
+class StructuredOutputManager:
+    """Structured output for one model, called by the engine's scheduler every step.
+
+    Lifetimes
+    ---------
+    Per model (built once, shared): the :class:`~reasoning.Vocabulary`, the reasoning parser instance,
+    and the :class:`~structured_output.compiler.Compiler` (xgrammar compiler, compile pool, byte-bounded
+    cache keyed by :attr:`Constraint.key`). Pass ``compiler=`` to share one among managers of the same
+    model; otherwise the manager builds its own.
+    Per manager: the preallocated bitmask buffer ``[max_num_seqs * (1 + num_speculative_tokens),
+    ceil(logits_width / 32)]`` int32 and the rows precomputed from the vocabulary (stop tokens only).
+    Per request (created by ``add_request``, freed by ``remove_request``): the constraint and its compile
+    future, then its grammar matcher; its reasoning tracker (``parser.new_tracker(prompt,
+    chat_template_kwargs)``); its status and error message.
+
+    Thread-safety
+    -------------
+    The manager is driven by one thread, the scheduler loop: its methods must not be called
+    concurrently. Compiles run on the compiler's threads, which only complete futures; the manager
+    reads them when it is called. Large batches are filled by xgrammar's batch matcher on its own
+    threads, outside the GIL, inside ``grammar_bitmask``.
+
+    The step protocol
+    -----------------
+    1. ``add_request(id, constraint, prompt_token_ids, chat_template_kwargs=..., include_reasoning=...)``
+       validates the constraint (``ValueError`` naming the problem; nothing is stored) and starts its
+       compile (a cache hit is ready at once). ``constraint=None`` registers an unconstrained request:
+       it only occupies its logits rows in the schedule.
+    2. Schedule only requests with ``is_ready(id)``; a request in ``ERROR`` should be aborted (its
+       ``error(id)`` says why).
+    3. ``grammar_bitmask(schedule)``: each scheduled request owns ``1 + len(drafts)`` consecutive
+       logits rows, in schedule order. Rows are returned only where something is constrained:
+       a request past its thinking gets one row per position (row ``i``: after draft ``i``; the grammar
+       is advanced through the drafts and rolled back; a draft the grammar rejects, or a stop token
+       it accepts, ends that request's rows for the step); a request still thinking gets no row,
+       except to mask implicit reasoning-end tokens its grammar could not start with (see below); a
+       terminated request gets stop-token-only rows; unconstrained and errored requests get none.
+    4. The engine applies the rows (``kernels.apply_token_bitmask_inplace(logits, batch.bitmask,
+       batch.logits_indices)``) and samples.
+    5. ``accept_tokens(id, token_ids)`` with the committed tokens (accepted drafts plus the bonus
+       token): the reasoning tracker finds where the thinking ends (exactly, to the token) and only
+       the tokens after it go to the grammar (an implicit end token that is also content, Qwen's
+       ``<tool_call>``, included). Answers ``ok`` / ``terminated`` / ``error``.
+    6. ``remove_request(id)`` when the request finishes or is aborted.
+
+    Reasoning gating
+    ----------------
+    With a reasoning parser and ``include_reasoning=True``, the grammar applies from the first token
+    after the thinking of the current turn ends (the tracker reads the prompt: a template that closed
+    the thinking starts the request past it, one that opened it starts it thinking; the request's
+    ``chat_template_kwargs`` reach the parser). ``include_reasoning=False`` (or no parser): the grammar
+    applies from the first token. While thinking, nothing is masked except implicit end tokens that
+    the grammar could not start with (they would end the thinking *and* be rejected); that row is
+    precomputed once per compiled grammar and copied. Before the first token of a family that may
+    skip its thinking (the tracker reports that any ordinary token would start the content), the row
+    is the grammar's first-token mask plus the tokens that keep or end the thinking.
+
+    Failure model
+    -------------
+    A compile error or timeout (``compile_timeout_s``, counted from ``add_request``: a request is never
+    ``COMPILING`` longer), or a token the grammar rejects, puts that request in ``ERROR`` with a message;
+    it gets no more rows, and ``accept_tokens`` answers ``error``. Only misuse raises: an unknown or
+    duplicate request id (``KeyError`` / ``ValueError``), a request scheduled before it is ready, a
+    schedule larger than the buffer, more drafts than ``num_speculative_tokens``, token ids outside the
+    logits width (``ValueError``).
+
+    Costs
+    -----
+    Per step, the work grows with the tokens of that step: one fill per returned row (xgrammar), one
+    accept per committed or draft token, the tracker's O(tokens) scan; nothing grows with the sequence
+    so far, and nothing of size ``[batch, vocab]`` is allocated per step.
+    """
+
+    def __init__(
+        self,
+        vocabulary: Vocabulary | str | Any,
+        reasoning_parser: ReasoningParser | str | None = None,
+        *,
+        max_num_seqs: int = 256,
+        num_speculative_tokens: int = 0,
+        compile_timeout_s: float = 30.0,
+        cache_limit_bytes: int = 512 << 20,
+        num_compile_threads: int = 2,
+        num_fill_threads: int | Literal["auto"] = "auto",
+        batch_fill_min_rows: int = 32,
+        compiler: Compiler | None = None,
+        chat_template_kwargs: Mapping[str, Any] | None = None,
+        pin_memory: bool | None = None,
+    ) -> None:
+        """
+        Parameters
+        ----------
+        vocabulary: the model's vocabulary (a ``Vocabulary``, a short name, or an HF tokenizer).
+        reasoning_parser: a registered parser name (``"qwen3"``), a parser instance, or None (no
+            reasoning: the grammar applies from the first token).
+        max_num_seqs, num_speculative_tokens: size the bitmask buffer: at most ``max_num_seqs``
+            requests per schedule, at most ``num_speculative_tokens`` drafts each.
+        compile_timeout_s: longest time a request may stay ``COMPILING`` (from ``add_request``).
+        cache_limit_bytes, num_compile_threads: for the compiler built when ``compiler`` is None.
+        num_fill_threads: xgrammar batch-matcher threads (``"auto"``: half the hardware threads).
+        batch_fill_min_rows: a round of at least this many rows is filled by the batch matcher
+            (threads, outside the GIL); smaller ones one by one.
+        compiler: a shared per-model :class:`Compiler` (its vocabulary must be this one).
+        chat_template_kwargs: defaults for every request (a request's own override them).
+        pin_memory: allocate the buffers in pinned memory for fast copies to the GPU (default: when
+            CUDA is available).
+        """
+        vocab = compiler.vocabulary if compiler is not None and vocabulary is None else Vocabulary.coerce(vocabulary)
+        for name, value, low in (("max_num_seqs", max_num_seqs, 1), ("num_speculative_tokens", num_speculative_tokens, 0),
+                                 ("batch_fill_min_rows", batch_fill_min_rows, 1)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < low:
+                raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
+        if not (isinstance(compile_timeout_s, (int, float)) and compile_timeout_s > 0):
+            raise ValueError(f"compile_timeout_s must be a positive number of seconds, got {compile_timeout_s!r}")
+        if compiler is None:
+            compiler = Compiler(vocab, num_threads=num_compile_threads, cache_limit_bytes=cache_limit_bytes)
+            self._owns_compiler = True
+        else:
+            if compiler.vocabulary is not vocab and (compiler.vocabulary.vocab_size != vocab.vocab_size
+                                                     or compiler.vocabulary.logits_width != vocab.logits_width):
+                raise ValueError(f"the compiler was built for vocabulary {compiler.vocabulary.name!r}, "
+                                 f"not {vocab.name!r}")
+            self._owns_compiler = False
+        self.vocabulary = vocab
+        self.compiler = compiler
+        self.parser = self._make_parser(reasoning_parser, vocab)
+        self.chat_template_kwargs = dict(chat_template_kwargs or {})
+        self.max_num_seqs = max_num_seqs
+        self.num_speculative_tokens = num_speculative_tokens
+        self.compile_timeout_s = float(compile_timeout_s)
+        self.batch_fill_min_rows = batch_fill_min_rows
+        self.logits_width = vocab.logits_width
+        self.num_words = (vocab.logits_width + 31) // 32
+
+        rows = max_num_seqs * (1 + num_speculative_tokens)
+        if pin_memory is None:
+            pin_memory = torch.cuda.is_available()
+        self._bitmask = torch.empty((rows, self.num_words), dtype=torch.int32, pin_memory=pin_memory)
+        self._bitmask_np = self._bitmask.numpy()
+        self._indices = torch.empty((rows,), dtype=torch.int32, pin_memory=pin_memory)
+        self._indices_np = self._indices.numpy()
+        self._batch_matcher = xgr.BatchGrammarMatcher(num_fill_threads)
+        self._requests: dict[str, _Request] = {}
+
+        # rows precomputed from the vocabulary
+        self._all_row = _row_with(self.num_words, range(vocab.vocab_size))          # every real token
+        self._stop_row = _row_with(self.num_words, vocab.stop_token_ids)
+        if self.parser is not None:
+            self._implicit_ids = tuple(sorted(self.parser.implicit_reasoning_end_token_ids))
+            self._end_ids = tuple(sorted(self.parser.reasoning_end_token_ids))
+        else:
+            self._implicit_ids = self._end_ids = ()
+        self._probe_id = _ordinary_token(vocab, self.parser)
+        self._keep_ids: tuple[int, ...] | None = None  # tokens that keep a pending request thinking
+
+    # -- construction helpers --------------------------------------------------------------------
+    @staticmethod
+    def _make_parser(parser: ReasoningParser | str | None, vocab: Vocabulary) -> ReasoningParser | None:
+        if parser is None:
+            return None
+        if isinstance(parser, str):
+            return get_reasoning_parser(parser)(vocab)
+        if isinstance(parser, ReasoningParser):
+            pv = parser.vocabulary
+            if pv is not vocab and (pv.vocab_size != vocab.vocab_size or pv.special_tokens != vocab.special_tokens):
+                raise ValueError(f"the reasoning parser {parser.name!r} was built for vocabulary {pv.name!r}, "
+                                 f"not {vocab.name!r}")
+            return parser
+        raise ValueError(f"reasoning_parser must be a parser name, a ReasoningParser or None, "
+                         f"got {type(parser).__name__}")
+
+    def close(self) -> None:
+        """Drop every request; stop the compile pool if this manager built it."""
+        self._requests.clear()
+        if self._owns_compiler:
+            self.compiler.close()
+
+    def __enter__(self) -> StructuredOutputManager:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- requests --------------------------------------------------------------------------------
+    def add_request(self, request_id: str, constraint: Constraint | None, prompt_token_ids: Sequence[int] = (), *,
+                    chat_template_kwargs: Mapping[str, Any] | None = None, include_reasoning: bool = True) -> None:
+        """Register a request: validate its constraint (``ValueError`` naming the problem, nothing
+        stored), start compiling it, and derive its reasoning state from the prompt."""
+        if not isinstance(request_id, str):
+            raise ValueError(f"request_id must be a str, got {type(request_id).__name__}")
+        if request_id in self._requests:
+            raise ValueError(f"request {request_id!r} is already registered")
+        if constraint is not None and not isinstance(constraint, Constraint):
+            raise ValueError(f"constraint must be a Constraint or None, got {type(constraint).__name__}")
+        if chat_template_kwargs is not None and not isinstance(chat_template_kwargs, Mapping):
+            raise ValueError("chat_template_kwargs must be a mapping")
+        if isinstance(prompt_token_ids, (str, bytes)):
+            raise ValueError("prompt_token_ids must be a sequence of token ids")
+        tracker = None
+        if self.parser is not None and include_reasoning:
+            kwargs = self.chat_template_kwargs
+            if chat_template_kwargs:
+                kwargs = {**kwargs, **chat_template_kwargs}
+            tracker = self.parser.new_tracker(prompt_token_ids, kwargs)
+            if tracker.ended:
+                tracker = None
+        req = _Request(request_id, constraint, tracker)
+        if constraint is None:
+            req.status = THINKING if tracker is not None else CONSTRAINED
+        else:
+            req.future = self.compiler.submit(constraint)  # ValueError: nothing stored
+            req.deadline = time.monotonic() + self.compile_timeout_s
+            if req.future.done():
+                self._resolve(req)
+        self._requests[request_id] = req
+
+    def remove_request(self, request_id: str) -> None:
+        """Forget a request (``KeyError`` if unknown)."""
+        try:
+            del self._requests[request_id]
+        except KeyError:
+            raise KeyError(f"unknown request {request_id!r}") from None
+
+    def is_ready(self, request_id: str) -> bool:
+        """True once the request's compile is done, well or not: it can be scheduled (an errored one
+        gets no rows; abort it). Reading the clock and the compile future is all it does: a finished
+        compile or a passed deadline is what changes the answer."""
+        req = self._get(request_id)
+        if req.status is COMPILING:
+            self._resolve(req)
+        return req.status is not COMPILING
+
+    def status(self, request_id: str) -> RequestStatus:
+        req = self._get(request_id)
+        if req.status is COMPILING:
+            self._resolve(req)
+        return req.status
+
+    def error(self, request_id: str) -> str | None:
+        """The error message of a request in ``ERROR``, else None."""
+        req = self._get(request_id)
+        if req.status is COMPILING:
+            self._resolve(req)
+        return req.message
+
+    def __contains__(self, request_id: object) -> bool:
+        return request_id in self._requests
+
+    def __len__(self) -> int:
+        return len(self._requests)
+
+    # -- the step --------------------------------------------------------------------------------
+    def grammar_bitmask(self, schedule: Sequence[ScheduleEntry]) -> BitmaskBatch | None:
+        """The rows to mask for ``schedule`` (see the class docstring); None when no row is needed.
+
+        ``schedule``: request ids, or ``(request_id, draft_token_ids)`` pairs; request ``i`` owns the
+        logits rows ``base_i .. base_i + len(drafts_i)``, ``base_i`` being the sum of ``1 + len(drafts)``
+        over the entries before it. Row ``j`` of a request masks the token that follows its committed
+        tokens and drafts ``0 .. j-1``.
+        """
+        if len(schedule) > self.max_num_seqs:
+            raise ValueError(f"schedule has {len(schedule)} requests; the manager was built for "
+                             f"max_num_seqs={self.max_num_seqs}")
+        reqs = self._requests
+        buf = self._bitmask_np
+        row_logits: list[int] = []
+        row_rids: list[str] = []
+        fill_reqs: list[_Request] = []      # constrained, no drafts, no all-allowed check: one row each
+        fill_rows: list[int] = []           # their logits rows
+        walks: list[list[Any]] = []         # [req, drafts, next row j, logits base, accepted]
+        base = 0
+        k_max = self.num_speculative_tokens
+        seen: set[str] = set()
+        for entry in schedule:
+            if type(entry) is str:
+                rid, drafts = entry, ()
+            else:
+                rid, drafts = self._parse_entry(entry)
+            req = reqs.get(rid)
+            if req is None:
+                raise KeyError(f"unknown request {rid!r} in the schedule")
+            if rid in seen:
+                raise ValueError(f"request {rid!r} appears twice in the schedule")
+            seen.add(rid)
+            nd = len(drafts)
+            if nd > k_max:
+                raise ValueError(f"request {rid!r} has {nd} draft tokens; the manager was built for "
+                                 f"num_speculative_tokens={k_max}")
+            st = req.status
+            if st is CONSTRAINED:
+                if req.matcher is not None:
+                    if nd == 0 and not req.check_all:
+                        fill_reqs.append(req)
+                        fill_rows.append(base)
+                    else:
+                        walks.append([req, drafts, 0, base, 0])
+            elif st is THINKING:
+                if req.matcher is not None:
+                    self._thinking_rows(req, drafts, base, row_logits, row_rids, walks)
+            elif st is TERMINATED:
+                stop = self._stop_row
+                for j in range(nd + 1):
+                    buf[len(row_logits)] = stop
+                    row_logits.append(base + j)
+                    row_rids.append(rid)
+            elif st is COMPILING:
+                self._resolve(req)
+                if req.status is COMPILING:
+                    raise ValueError(f"request {rid!r} is still compiling (is_ready() is False); "
+                                     f"it cannot be scheduled yet")
+                if req.status is not ERROR:
+                    raise ValueError(f"request {rid!r} became ready during grammar_bitmask; check "
+                                     f"is_ready() before scheduling it")
+            base += 1 + nd
+
+        if fill_reqs:
+            self._fill_plain(fill_reqs, fill_rows, row_logits, row_rids)
+        if walks:
+            self._fill_walks(walks, row_logits, row_rids)
+        n = len(row_logits)
+        if n == 0:
+            return None
+        self._indices_np[:n] = row_logits
+        return BitmaskBatch(self._bitmask[:n], self._indices[:n], row_rids, base)
+
+    def accept_tokens(self, request_id: str, token_ids: Sequence[int]) -> AcceptResult:
+        """Commit the sampled tokens of one step (accepted drafts plus the bonus token).
+
+        Returns ``ok``, ``terminated`` (the grammar accepted a stop token), or ``error`` (this or an
+        earlier token was rejected; the request is in ``ERROR``, final, with a message naming the
+        token, its text and its output position)."""
+        req = self._requests.get(request_id)
+        if req is None:
+            raise KeyError(f"unknown request {request_id!r}")
+        if type(token_ids) is not list:
+            token_ids = self._as_token_list(token_ids)
+        if token_ids and (min(token_ids) < 0 or max(token_ids) >= self.logits_width):
+            bad = next(t for t in token_ids if not 0 <= t < self.logits_width)
+            raise ValueError(f"request {request_id!r}: token id {bad} is outside [0, {self.logits_width})")
+        st = req.status
+        if st is CONSTRAINED:
+            m = req.matcher
+            if m is None:  # unconstrained
+                req.n_out += len(token_ids)
+                return _OK
+            return self._feed(req, m, token_ids, 0)
+        if st is THINKING:
+            end = req.tracker.advance(token_ids)  # type: ignore[union-attr]
+            req.pending = False
+            if end is None:
+                req.n_out += len(token_ids)
+                return _OK
+            req.status = CONSTRAINED
+            m = req.matcher
+            if m is None:
+                req.n_out += len(token_ids)
+                return _OK
+            start = end.content_start
+            req.n_out += start
+            return self._feed(req, m, token_ids[start:], start)
+        if st is ERROR:
+            return AcceptResult("error", req.message)
+        if st is TERMINATED:
+            return self._after_end(req, token_ids, 0)
+        self._resolve(req)
+        if req.status is ERROR:
+            return AcceptResult("error", req.message)
+        raise ValueError(f"request {request_id!r} is still compiling; it cannot have sampled tokens")
+
+    # -- internals: requests ---------------------------------------------------------------------
+    def _get(self, request_id: str) -> _Request:
+        req = self._requests.get(request_id)
+        if req is None:
+            raise KeyError(f"unknown request {request_id!r}")
+        return req
+
+    def _resolve(self, req: _Request) -> None:
+        """Move a compiling request on if its compile finished or its deadline passed."""
+        fut = req.future
+        if fut is None:
+            return
+        if fut.done():
+            req.future = None
+            exc = fut.exception()
+            if exc is not None:
+                self._fail(req, f"{req.constraint.kind} constraint failed to compile: "  # type: ignore[union-attr]
+                                f"{xgrammar_message(exc)}")
+                return
+            compiled: CompiledConstraint = fut.result()
+            req.compiled = compiled
+            req.matcher = xgr.GrammarMatcher(compiled.grammar)
+            req.check_all = compiled.may_allow_all
+            if req.tracker is not None:
+                req.status = THINKING
+                self._prepare_thinking(req, compiled)
+            else:
+                req.status = CONSTRAINED
+        elif time.monotonic() > req.deadline:
+            req.future = None
+            self.compiler.mark_overdue(fut)
+            self._fail(req, f"{req.constraint.kind} constraint did not compile within "  # type: ignore[union-attr]
+                            f"compile_timeout_s={self.compile_timeout_s:g} s")
+
+    def _fail(self, req: _Request, message: str) -> None:
+        req.status = ERROR
+        req.message = message
+        req.matcher = None
+        req.compiled = None
+        req.tracker = None
+
+    def _prepare_thinking(self, req: _Request, compiled: CompiledConstraint) -> None:
+        """The thinking rows of a request (shared per compiled grammar and parser)."""
+        d = compiled.derived
+        key = ("think", self._implicit_ids)
+        if key not in d:
+            banned = [t for t in self._implicit_ids if not compiled.allows_first(t)]
+            d[key] = _row_without(self._all_row, banned) if banned else None
+        req.think_row = d[key]
+        tracker = req.tracker
+        probe = self._probe_id
+        end = tracker.scan([probe]) if probe is not None else None  # type: ignore[union-attr]
+        if end is not None and end.is_content and end.offset == 0:
+            req.pending = True
+            keep = self._pending_keep_ids(tracker)  # type: ignore[arg-type]
+            pkey = ("pending", keep)
+            if pkey not in d:
+                row = compiled.initial_mask.copy()
+                _set_bits(row, keep)
+                d[pkey] = None if np.array_equal(row, self._all_row) else row
+            req.pending_row = d[pkey]
+
+    def _pending_keep_ids(self, tracker: ReasoningTracker) -> tuple[int, ...]:
+        """Tokens that, as the first token, keep the thinking going or end it explicitly (not content)."""
+        if self._keep_ids is None:
+            keep = []
+            for t in sorted(self.vocabulary.special_token_ids | frozenset(self._end_ids)):
+                end = tracker.scan([t])
+                if end is None or not end.is_content:
+                    keep.append(t)
+            self._keep_ids = tuple(keep)
+        return self._keep_ids
+
+    # -- internals: accept -----------------------------------------------------------------------
+    def _feed(self, req: _Request, m: xgr.GrammarMatcher, tokens: list[int], offset: int) -> AcceptResult:
+        """Feed content tokens to the grammar; ``offset``: index of ``tokens[0]`` in the call."""
+        accept = m.accept_token
+        for i, t in enumerate(tokens):
+            if not accept(t):
+                if m.is_terminated():
+                    req.status = TERMINATED
+                    req.n_out += i
+                    req.n_content += i
+                    return self._after_end(req, tokens[i:], 0)
+                req.n_out += i
+                req.n_content += i
+                return self._reject(req, t, "")
+        req.n_out += len(tokens)
+        req.n_content += len(tokens)
+        if tokens and m.is_terminated():
+            req.status = TERMINATED
+            return _TERMINATED
+        return _OK
+
+    def _after_end(self, req: _Request, tokens: list[int], offset: int) -> AcceptResult:
+        stops = self.vocabulary.stop_token_ids
+        for i, t in enumerate(tokens):
+            if t not in stops:
+                req.n_out += i
+                return self._reject(req, t, " after the output was complete (only stop tokens may follow)")
+        req.n_out += len(tokens)
+        return _TERMINATED
+
+    def _reject(self, req: _Request, token: int, why: str) -> AcceptResult:
+        text = self.vocabulary.token_bytes[token] if token < self.vocabulary.vocab_size else b""
+        kind = req.constraint.kind if req.constraint is not None else "?"
+        message = (f"token {token} ({text.decode('utf-8', errors='replace')!r}) at output position "
+                   f"{req.n_out} (content position {req.n_content}) is not allowed by the {kind} "
+                   f"constraint{why}")
+        self._fail(req, message)
+        return AcceptResult("error", message)
+
+    @staticmethod
+    def _as_token_list(token_ids: Any) -> list[int]:
+        if isinstance(token_ids, torch.Tensor):
+            if token_ids.dim() != 1:
+                raise ValueError(f"token_ids must be 1-D, got shape {tuple(token_ids.shape)}")
+            return token_ids.tolist()
+        if isinstance(token_ids, np.ndarray):
+            if token_ids.ndim != 1:
+                raise ValueError(f"token_ids must be 1-D, got shape {token_ids.shape}")
+            return token_ids.tolist()
+        if isinstance(token_ids, (str, bytes)) or not isinstance(token_ids, Sequence):
+            raise ValueError(f"token_ids must be a sequence of ints, got {type(token_ids).__name__}")
+        out = list(token_ids)
+        for t in out:
+            if isinstance(t, bool) or not isinstance(t, (int, np.integer)):
+                raise ValueError(f"token_ids must be ints, got {t!r}")
+        return [int(t) for t in out]
+
+    # -- internals: fill -------------------------------------------------------------------------
+    def _parse_entry(self, entry: Any) -> tuple[str, list[int]]:
+        if not isinstance(entry, (tuple, list)) or len(entry) != 2 or not isinstance(entry[0], str):
+            raise ValueError(f"a schedule entry is a request id or (request_id, draft_token_ids), got {entry!r}")
+        rid, drafts = entry
+        if type(drafts) is not list:
+            drafts = self._as_token_list(drafts)
+        if drafts and (min(drafts) < 0 or max(drafts) >= self.logits_width):
+            raise ValueError(f"request {rid!r}: a draft token id is outside [0, {self.logits_width})")
+        return rid, drafts
+
+    def _thinking_rows(self, req: _Request, drafts: Sequence[int], base: int, row_logits: list[int],
+                       row_rids: list[str], walks: list[list[Any]]) -> None:
+        """Rows of a thinking request: thinking positions get its thinking row (if any); positions
+        after an end marker inside the drafts get grammar rows."""
+        nd = len(drafts)
+        end = req.tracker.scan(drafts) if nd else None  # type: ignore[union-attr]
+        last_thinking = nd if end is None else end.offset  # rows 0..last_thinking are thinking rows
+        buf = self._bitmask_np
+        rid = req.rid
+        for j in range(last_thinking + 1):
+            row = req.pending_row if (j == 0 and req.pending) else req.think_row
+            if row is not None:
+                buf[len(row_logits)] = row
+                row_logits.append(base + j)
+                row_rids.append(rid)
+        if end is not None:
+            # the grammar starts at drafts[content_start]; its first row is at end.offset + 1
+            walks.append([req, drafts, end.offset + 1, base, end.content_start])
+
+    def _fill_plain(self, reqs: list[_Request], rows: list[int], row_logits: list[int], row_rids: list[str]) -> None:
+        """One row per request at its committed state (no drafts, rows never all-allowed)."""
+        n0 = len(row_logits)
+        if len(reqs) >= self.batch_fill_min_rows:
+            self._batch_matcher.batch_fill_next_token_bitmask(
+                [r.matcher for r in reqs], self._bitmask, list(range(n0, n0 + len(reqs))))
+        else:
+            bm = self._bitmask
+            i = n0
+            for r in reqs:
+                r.matcher.fill_next_token_bitmask(bm, i)  # type: ignore[union-attr]
+                i += 1
+        row_logits.extend(rows)
+        row_rids.extend([r.rid for r in reqs])
+
+    def _fill_walks(self, walks: list[list[Any]], row_logits: list[int], row_rids: list[str]) -> None:
+        """Requests with drafts (or whose rows may allow everything): fill row j, accept draft j,
+        ... in rounds over all of them, then roll every matcher back to its committed state.
+
+        A walk is ``[req, drafts, j, base, start]``: ``start`` is the first draft the grammar must accept
+        before row ``j`` is filled (``start < j`` when the thinking ends inside the drafts)."""
+        bm = self._bitmask
+        live: list[list[Any]] = []
+        rollback: list[tuple[xgr.GrammarMatcher, int]] = []
+        for w in walks:
+            req, drafts, j, _, start = w
+            m = req.matcher
+            ok = True
+            for i in range(start, j):  # content drafts before the first grammar row
+                if not m.accept_token(drafts[i]):
+                    ok = False
+                    break
+                w[4] += 1
+                if m.is_terminated():
+                    ok = False
+                    break
+            accepted = w[4] - start
+            w[4] = accepted
+            if ok and j <= len(drafts):
+                live.append(w)
+            elif accepted:
+                rollback.append((m, accepted))
+        while live:
+            n0 = len(row_logits)
+            plain = [w for w in live if not w[0].check_all]
+            if len(plain) >= self.batch_fill_min_rows:
+                self._batch_matcher.batch_fill_next_token_bitmask(
+                    [w[0].matcher for w in plain], bm, list(range(n0, n0 + len(plain))))
+                for w in plain:
+                    row_logits.append(w[3] + w[2])
+                    row_rids.append(w[0].rid)
+                checked = [w for w in live if w[0].check_all]
+            else:
+                checked = live
+                plain = []
+            for w in checked:
+                i = len(row_logits)
+                if w[0].matcher.fill_next_token_bitmask(bm, i) or not w[0].check_all:
+                    row_logits.append(w[3] + w[2])
+                    row_rids.append(w[0].rid)
+            nxt: list[list[Any]] = []
+            for w in live:
+                req, drafts, j = w[0], w[1], w[2]
+                m = req.matcher
+                if j < len(drafts) and m.accept_token(drafts[j]):
+                    w[4] += 1
+                    if not m.is_terminated():
+                        w[2] = j + 1
+                        nxt.append(w)
+                        continue
+                if w[4]:
+                    rollback.append((m, w[4]))
+            live = nxt
+        for m, n in rollback:
+            m.rollback(n)
+
+
+# -- row helpers -----------------------------------------------------------------------------------
+def _row_with(num_words: int, ids: Any) -> np.ndarray:
+    row = np.zeros(num_words, dtype=np.int32)
+    _set_bits(row, ids)
+    return row
+
+
+def _set_bits(row: np.ndarray, ids: Any) -> None:
+    ids = np.fromiter(ids, dtype=np.int64)
+    if ids.size == 0:
+        return
+    bits = np.zeros(row.size * 32, dtype=np.uint8)
+    bits[ids] = 1
+    row |= np.packbits(bits, bitorder="little").view(np.int32)
+
+
+def _row_without(row: np.ndarray, ids: Sequence[int]) -> np.ndarray:
+    out = row.copy()
+    u = out.view(np.uint32)
+    for t in ids:
+        u[t >> 5] &= np.uint32(~(1 << (t & 31)) & 0xFFFFFFFF)
+    return out
+
+
+def _ordinary_token(vocab: Vocabulary, parser: ReasoningParser | None) -> int | None:
+    """An ordinary (non-control, defined) token: the probe for "would any token start the content"."""
+    if parser is None:
+        return None
+    skip = vocab.special_token_ids | parser.reasoning_end_token_ids | parser.implicit_reasoning_end_token_ids
+    for text in ("a", "the", "x", "0"):
+        tid = vocab.token_id(text)
+        if tid is not None and tid not in skip:
+            return tid
+    for i, b in enumerate(vocab.token_bytes):
+        if b and i not in skip:
+            return i
+    return None
