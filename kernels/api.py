@@ -100,13 +100,13 @@ def apply_token_bitmask_inplace(
     rows = _rows(indices, n, n_rows, device, kind)
 
     if kind == "cpu":
-        lib = cpu_bitmask.load_library()
-        if lib is None:
+        kernel = cpu_bitmask.load_library()
+        if kernel is None:
             if backend == "cpu":
                 raise RuntimeError(f"the CPU bitmask kernel is not available: {cpu_bitmask.load_error()}")
             torch_bitmask.apply_bitmask_torch(logits, bitmask, rows, limit)
             return
-        cpu_bitmask.apply_bitmask_cpu(lib, logits, bitmask, rows, limit)
+        cpu_bitmask.apply_bitmask_cpu(kernel, logits, bitmask, rows, limit)
     elif kind == "triton":
         _triton().apply_bitmask_triton(logits, bitmask, rows, limit)
     else:

@@ -28,50 +28,69 @@ import ctypes
 import hashlib
 import os
 import platform
+import re
 import shutil
 import subprocess
 import tempfile
 import threading
 import warnings
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 
 # Chunk of columns per work item; the C source and the thread heuristic below agree on it.
 CHUNK_TOKENS = 32768
-# Below this many logits in total a second thread costs more (creation, ~20 us) than it saves.
+# Below this many logits in total a second thread costs more than it saves: creating POSIX threads
+# costs ~20-50 us, waking the OpenMP pool a few us.
 _PARALLEL_MIN_ELEMENTS = 1 << 19
+_PARALLEL_MIN_ELEMENTS_OPENMP = 1 << 17
 
 C_SOURCE = r"""
 #include <stdint.h>
+#include <string.h>
 #include <pthread.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 
 #define CHUNK_TOKENS 32768
-#define MAX_THREADS 64
+#define BLOCK_WORDS 8
+#define MAX_THREADS 256
 
 /* Tokens [a, b) of one row (a % 32 == 0). Tokens below `limit` follow their bit; the rest are
-   set to `neg` (the -inf bit pattern of the element type). */
+   set to `neg` (the -inf bit pattern of the element type). Blocks of 8 words (256 tokens) that
+   are all ones or all zeros take one branch; fixed-size fills compile to straight vector stores. */
 #define DEFINE_RANGE(NAME, T)                                                          \
+static inline void NAME##_word(T *p, uint32_t m, T neg) {                              \
+    if (m == 0xFFFFFFFFu) return;                                                      \
+    if (m == 0u) { for (int k = 0; k < 32; k++) p[k] = neg; return; }                  \
+    uint32_t z = ~m;                                                                   \
+    if (__builtin_popcount(z) > 8) {                                                   \
+        for (int k = 0; k < 32; k++) p[k] = ((m >> k) & 1u) ? p[k] : neg;              \
+        return;                                                                        \
+    }                                                                                  \
+    while (z) { p[__builtin_ctz(z)] = neg; z &= z - 1u; }                              \
+}                                                                                      \
 static void NAME(T *row, const uint32_t *mask, int64_t a, int64_t b, int64_t limit, T neg) { \
     int64_t bit_end = b < limit ? b : limit;                                           \
     int64_t t = a;                                                                     \
-    while (t + 32 <= bit_end) {                                                        \
-        uint32_t m = mask[t >> 5];                                                     \
-        if (m == 0xFFFFFFFFu) { t += 32; continue; }                                   \
-        if (m == 0u) {                                                                 \
-            int64_t e = t + 32;                                                        \
-            while (e + 32 <= bit_end && mask[e >> 5] == 0u) e += 32;                   \
-            T *p = row + t;                                                            \
-            int64_t n = e - t;                                                         \
-            for (int64_t k = 0; k < n; k++) p[k] = neg;                                \
-            t = e;                                                                     \
-            continue;                                                                  \
-        }                                                                              \
-        uint32_t z = ~m;                                                               \
+    while (t + 32 * BLOCK_WORDS <= bit_end) {                                          \
+        uint32_t w[BLOCK_WORDS];                                                       \
+        memcpy(w, mask + (t >> 5), sizeof w);                                          \
+        uint32_t all = 0xFFFFFFFFu, any = 0u;                                          \
+        for (int q = 0; q < BLOCK_WORDS; q++) { all &= w[q]; any |= w[q]; }            \
         T *p = row + t;                                                                \
-        while (z) { p[__builtin_ctz(z)] = neg; z &= z - 1u; }                          \
-        t += 32;                                                                       \
+        if (all != 0xFFFFFFFFu) {                                                      \
+            if (any == 0u) {                                                           \
+                for (int k = 0; k < 32 * BLOCK_WORDS; k++) p[k] = neg;                 \
+            } else {                                                                   \
+                for (int q = 0; q < BLOCK_WORDS; q++) NAME##_word(p + 32 * q, w[q], neg); \
+            }                                                                          \
+        }                                                                              \
+        t += 32 * BLOCK_WORDS;                                                         \
     }                                                                                  \
+    for (; t + 32 <= bit_end; t += 32) NAME##_word(row + t, mask[t >> 5], neg);        \
     if (t < bit_end) {                                                                 \
         uint32_t m = mask[t >> 5];                                                     \
         for (int64_t k = t; k < bit_end; k++)                                          \
@@ -120,10 +139,20 @@ static void *work(void *arg) {
     return 0;
 }
 
+int thinkgate_has_openmp(void) {
+#ifdef _OPENMP
+    return 1;
+#else
+    return 0;
+#endif
+}
+
+/* Returns the number of threads used. use_openmp: run the workers in the process's OpenMP pool
+   (the one torch's intra-op parallelism already keeps warm); else create POSIX threads. */
 int thinkgate_apply_bitmask(void *logits, int64_t row_stride, int64_t width,
                             const void *bitmask, int64_t mask_stride, const int64_t *rows,
                             int64_t n_rows, int64_t limit, int32_t elem_size, uint32_t neg,
-                            int32_t n_threads) {
+                            int32_t n_threads, int32_t use_openmp) {
     if (n_rows <= 0 || width <= 0) return 0;
     job_t j;
     j.logits = (char *)logits; j.row_stride = row_stride; j.width = width;
@@ -134,6 +163,15 @@ int thinkgate_apply_bitmask(void *logits, int64_t row_stride, int64_t width,
     j.next = 0;
     if (n_threads > j.n_items) n_threads = (int32_t)j.n_items;
     if (n_threads > MAX_THREADS) n_threads = MAX_THREADS;
+    if (n_threads <= 1) { work(&j); return 1; }
+#ifdef _OPENMP
+    if (use_openmp) {
+        #pragma omp parallel num_threads(n_threads)
+        work(&j);
+        return n_threads;
+    }
+#endif
+    (void)use_openmp;
     pthread_t tid[MAX_THREADS];
     int started = 0;
     for (int t = 1; t < n_threads; t++) {
@@ -147,9 +185,20 @@ int thinkgate_apply_bitmask(void *logits, int64_t row_stride, int64_t width,
 """
 
 _NEG_INF_BITS = {torch.float32: 0xFF800000, torch.bfloat16: 0xFF80, torch.float16: 0xFC00}
+_OPENMP_RUNTIME = re.compile(r"^lib(gomp|iomp5|omp)([-.][^/]*)?\.(so|dylib)")
+
+
+@dataclass(frozen=True)
+class CpuKernel:
+    """The loaded shared object. ``openmp``: run threads in the process's (torch's) OpenMP pool."""
+
+    lib: ctypes.CDLL
+    path: Path
+    openmp: bool
+
 
 _lock = threading.Lock()
-_lib: ctypes.CDLL | None = None
+_kernel: CpuKernel | None = None
 _load_attempted = False
 _load_error: str | None = None
 
@@ -182,6 +231,16 @@ def _compilers() -> list[str]:
     return found
 
 
+def _openmp_runtimes() -> set[str] | None:
+    """Paths of the OpenMP runtimes mapped in this process; None where that cannot be read."""
+    try:
+        with open("/proc/self/maps", encoding="utf-8", errors="replace") as f:
+            paths = {ln.split()[-1] for ln in f if "/" in ln}
+    except OSError:
+        return None
+    return {p for p in paths if _OPENMP_RUNTIME.match(os.path.basename(p))}
+
+
 def _compile(cc: str, flags: list[str], out: Path) -> None:
     out.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="thinkgate-cc-") as tmp:
@@ -197,14 +256,22 @@ def _compile(cc: str, flags: list[str], out: Path) -> None:
                 tmp_so.unlink()
 
 
-def _try_load() -> ctypes.CDLL:
+def _try_load() -> CpuKernel:
+    """Build (or reuse from the cache) and load the kernel; RuntimeError if no variant works.
+
+    Variants, best first: -march=native with OpenMP, OpenMP only, -march=native only, plain.
+    OpenMP is used at run time only if the process then holds exactly one OpenMP runtime: with
+    torch's libgomp already loaded, ours resolves to it by soname and shares its warm thread pool.
+    Two runtimes would fight over the cores, so then the kernel creates POSIX threads instead.
+    """
     ccs = _compilers()
     if not ccs:
         raise RuntimeError("no C compiler found (looked for $CC, cc, gcc, clang)")
     errors: list[str] = []
-    base = ["-O3", "-shared", "-fPIC", "-pthread", "-std=c99", "-fno-strict-aliasing"]
+    base = ["-O3", "-shared", "-fPIC", "-pthread", "-std=gnu99", "-fno-strict-aliasing"]
+    before = _openmp_runtimes()
     for cc in ccs:
-        for extra in (["-march=native"], []):
+        for extra in (["-march=native", "-fopenmp"], ["-fopenmp"], ["-march=native"], []):
             flags = base + extra
             key = hashlib.sha256("\0".join([C_SOURCE, cc, *flags, platform.machine(),
                                             _cpu_signature()]).encode()).hexdigest()[:20]
@@ -221,29 +288,32 @@ def _try_load() -> ctypes.CDLL:
             fn.restype = ctypes.c_int
             fn.argtypes = [ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64, ctypes.c_void_p,
                            ctypes.c_int64, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64,
-                           ctypes.c_int32, ctypes.c_uint32, ctypes.c_int32]
-            return lib
+                           ctypes.c_int32, ctypes.c_uint32, ctypes.c_int32, ctypes.c_int32]
+            after = _openmp_runtimes()
+            openmp = bool(lib.thinkgate_has_openmp()) and after is not None and len(after) == 1 \
+                and (not before or before == after)
+            return CpuKernel(lib, path, openmp)
     raise RuntimeError("could not build the CPU bitmask kernel: " + " | ".join(errors))
 
 
-def load_library() -> ctypes.CDLL | None:
+def load_library() -> CpuKernel | None:
     """The compiled kernel, building it on first use; None (with one warning) if that fails."""
-    global _lib, _load_attempted, _load_error
+    global _kernel, _load_attempted, _load_error
     if _load_attempted:
-        return _lib
+        return _kernel
     with _lock:
         if not _load_attempted:
             if os.environ.get("THINKGATE_NO_COMPILE", "") not in ("", "0"):
                 _load_error = "THINKGATE_NO_COMPILE is set"
             else:
                 try:
-                    _lib = _try_load()
+                    _kernel = _try_load()
                 except Exception as e:  # any failure means: use the torch path
                     _load_error = str(e)
                     warnings.warn(f"thinkgate kernels: using the pure-torch CPU path ({e})",
                                   RuntimeWarning, stacklevel=3)
             _load_attempted = True
-    return _lib
+    return _kernel
 
 
 def load_error() -> str | None:
@@ -251,16 +321,16 @@ def load_error() -> str | None:
     return _load_error
 
 
-def default_threads(n_rows: int, width: int) -> int:
+def default_threads(kernel: CpuKernel, n_rows: int, width: int) -> int:
     """Threads for one call: torch's intra-op setting, one thread for small work."""
-    if n_rows * width < _PARALLEL_MIN_ELEMENTS:
+    if n_rows * width < (_PARALLEL_MIN_ELEMENTS_OPENMP if kernel.openmp else _PARALLEL_MIN_ELEMENTS):
         return 1
     items = n_rows * -(-width // CHUNK_TOKENS)
     return max(1, min(torch.get_num_threads(), items))
 
 
 def apply_bitmask_cpu(
-    lib: ctypes.CDLL,
+    kernel: CpuKernel,
     logits: torch.Tensor,
     bitmask: torch.Tensor,
     rows: torch.Tensor | None,
@@ -278,10 +348,10 @@ def apply_bitmask_cpu(
     if n == 0 or width == 0:
         return
     if n_threads is None:
-        n_threads = default_threads(n, width)
-    lib.thinkgate_apply_bitmask(
+        n_threads = default_threads(kernel, n, width)
+    kernel.lib.thinkgate_apply_bitmask(
         logits.data_ptr(), logits.stride(0), width,
         bitmask.data_ptr(), bitmask.stride(0),
         rows.data_ptr() if rows is not None else None,
-        n, limit, logits.element_size(), _NEG_INF_BITS[logits.dtype], n_threads,
+        n, limit, logits.element_size(), _NEG_INF_BITS[logits.dtype], n_threads, int(kernel.openmp),
     )

@@ -210,7 +210,7 @@ def test_auto_backend_on_cpu_uses_the_c_kernel_and_falls_back(monkeypatch, seed)
     expected = logits.clone()
     apply_token_bitmask_reference(expected, bitmask)
     # without a compiled kernel "auto" still works (torch ops) and "cpu" says why it cannot
-    monkeypatch.setattr(cpu_bitmask, "_lib", None)
+    monkeypatch.setattr(cpu_bitmask, "_kernel", None)
     monkeypatch.setattr(cpu_bitmask, "_load_attempted", True)
     monkeypatch.setattr(cpu_bitmask, "_load_error", "no C compiler found")
     out = logits.clone()

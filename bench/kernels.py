@@ -1,0 +1,191 @@
+"""``python -m bench kernels``: the bitmask apply against xgrammar and ``logits.fill_``.
+
+For each vocabulary width and batch: our CPU path (``kernels.apply_token_bitmask_inplace`` on CPU
+tensors), xgrammar's CPU kernel and our pure-torch fallback on the same tensors, and ``logits.fill_``
+on the same tensor in the same run, the floor a CPU kernel that writes every blocked logit can
+approach. Ratios: ``xgr_over_ours`` (how much faster we are) and ``ours_over_fill``.
+
+On a CUDA device it adds our Triton kernel, xgrammar's Triton kernel and ``fill_`` on GPU tensors,
+timed with CUDA events over back-to-back launches (so launch overhead counts, as in an engine), and
+the fraction of the memory floor: (logit bytes written + bitmask bytes read) / copy bandwidth,
+the bandwidth measured with a large device-to-device copy in the same run.
+
+Masks are synthetic but shaped like real ones (seeded, so every run sees the same): three rows in
+four are JSON structure (24 allowed ids, the rest blocked); every fourth row is inside a JSON string
+(everything allowed except 1.5% of ids scattered at random, as tokens with a quote, a backslash or
+a control byte). Ids at or past the tokenizer size are never allowed (Qwen3.6: 248,077 ids in a
+248,320-wide logits row).
+"""
+
+from __future__ import annotations
+
+import argparse
+
+DESCRIPTION = "bitmask apply: our CPU path / Triton vs xgrammar vs logits.fill_"
+
+# Logits width -> tokenizer size, for the vocabularies in reasoning.load_vocabulary.
+TOKENIZER_SIZE = {248320: 248077, 129280: 129280, 131072: 131072}
+
+
+def _int_list(text: str) -> list[int]:
+    try:
+        values = [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from None
+    if not values or min(values) < 1:
+        raise argparse.ArgumentTypeError(f"expected positive integers, got {text!r}")
+    return values
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--batches", type=_int_list, default=[1, 16, 64, 256], help="batch sizes (default 1,16,64,256)")
+    p.add_argument("--vocabs", type=_int_list, default=[129280, 248320],
+                   help="logits widths (default 129280,248320)")
+    p.add_argument("--repeat", type=int, default=20, help="timed repeats per measurement (default 20)")
+    p.add_argument("--dtype", choices=["float32", "bfloat16", "float16"], default="float32")
+    p.add_argument("--string-every", type=int, default=4,
+                   help="every N-th row is a mostly-allowed 'inside a string' row (default 4; 0: none)")
+    p.add_argument("--device", choices=["auto", "cpu"], default="auto",
+                   help="auto: add the GPU columns when CUDA is available")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--out", default=None, help="JSON-lines file (default bench/results/kernels.jsonl)")
+
+
+def realistic_bitmask(batch: int, width: int, vocab_size: int, *, seed: int = 0, string_every: int = 4,
+                      structure_allowed: int = 24, string_blocked: float = 0.015):
+    """int32 [batch, ceil(width / 32)]: structure rows and string rows as described in the module."""
+    import torch
+
+    gen = torch.Generator().manual_seed(seed)
+    words = -(-width // 32)
+    allowed = torch.zeros((batch, words * 32), dtype=torch.bool)
+    for i in range(batch):
+        if string_every and i % string_every == string_every - 1:
+            allowed[i, :vocab_size] = True
+            blocked = torch.randint(0, vocab_size, (int(string_blocked * vocab_size),), generator=gen)
+            allowed[i, blocked] = False
+        else:
+            allowed[i, torch.randint(0, vocab_size, (structure_allowed,), generator=gen)] = True
+    packed = (allowed.view(batch, words, 32).to(torch.int64) << torch.arange(32)).sum(-1)
+    return (packed - (packed >= 2**31).to(torch.int64) * 2**32).to(torch.int32)
+
+
+def _cuda_time(fn, repeat: int) -> float:
+    """Median over 5 rounds of the mean per-call time of ``repeat`` back-to-back calls (us)."""
+    import statistics
+
+    import torch
+
+    for _ in range(3):
+        fn()
+    torch.cuda.synchronize()
+    rounds = []
+    for _ in range(5):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        for _ in range(repeat):
+            fn()
+        end.record()
+        end.synchronize()
+        rounds.append(start.elapsed_time(end) * 1e3 / repeat)
+    return statistics.median(rounds)
+
+
+def _copy_bandwidth() -> float:
+    """Device copy bandwidth in bytes/s (read + write), from a 1 GiB device-to-device copy."""
+    import torch
+
+    src = torch.empty(1 << 28, dtype=torch.float32, device="cuda")
+    dst = torch.empty_like(src)
+    us = _cuda_time(lambda: dst.copy_(src), 10)
+    return 2 * src.numel() * src.element_size() / (us * 1e-6)
+
+
+def main(args: argparse.Namespace) -> int:
+    import torch
+    import xgrammar as xgr
+
+    from bench.harness import measure, print_table, progress, write_rows
+    from kernels import apply_token_bitmask_inplace
+
+    dtype = getattr(torch, args.dtype)
+    cuda = args.device == "auto" and torch.cuda.is_available()
+    bandwidth = _copy_bandwidth() if cuda else None
+    if bandwidth:
+        progress(f"device copy bandwidth {bandwidth / 1e9:.0f} GB/s on {torch.cuda.get_device_name(0)}")
+    rows: list[dict] = []
+    for width in args.vocabs:
+        vocab = min(TOKENIZER_SIZE.get(width, width), width)
+        for batch in args.batches:
+            progress(f"width {width} batch {batch}")
+            bitmask = realistic_bitmask(batch, width, vocab, seed=args.seed, string_every=args.string_every)
+            logits = torch.randn((batch, width)).to(dtype)
+
+            # Same result as xgrammar below vocab_size (xgrammar leaves the padding ids alone).
+            ours_out, xgr_out = logits.clone(), logits.clone()
+            apply_token_bitmask_inplace(ours_out, bitmask, vocab_size=vocab)
+            xgr.apply_token_bitmask_inplace(xgr_out, bitmask, vocab_size=vocab, backend="cpu")
+            if not torch.equal(ours_out[:, :vocab], xgr_out[:, :vocab]) or not torch.isneginf(ours_out[:, vocab:]).all():
+                raise SystemExit(f"our CPU path and xgrammar disagree (width {width}, batch {batch})")
+
+            rep = max(1, args.repeat)
+            ours = measure(lambda: apply_token_bitmask_inplace(logits, bitmask, vocab_size=vocab), repeat=rep)
+            xgr_cpu = measure(lambda: xgr.apply_token_bitmask_inplace(logits, bitmask, vocab_size=vocab,
+                                                                      backend="cpu"), repeat=rep)
+            fill = measure(lambda: logits.fill_(0.5), repeat=rep)
+            torch_path = measure(lambda: apply_token_bitmask_inplace(logits, bitmask, vocab_size=vocab,
+                                                                     backend="torch"), repeat=rep)
+            blocked = int(torch.isneginf(ours_out).sum())
+            row = {
+                "width": width, "vocab_size": vocab, "batch": batch, "dtype": args.dtype,
+                "blocked_frac": blocked / (batch * width),
+                "ours_us": ours.median_us, "xgr_cpu_us": xgr_cpu.median_us, "fill_us": fill.median_us,
+                "torch_us": torch_path.median_us,
+                "xgr_over_ours": xgr_cpu.median_us / ours.median_us,
+                "ours_over_fill": ours.median_us / fill.median_us,
+                "ours_p90_us": ours.p90_us, "xgr_cpu_p90_us": xgr_cpu.p90_us, "fill_p90_us": fill.p90_us,
+            }
+            if cuda:
+                row.update(_gpu_row(logits, bitmask, vocab, blocked, rep, bandwidth))
+            rows.append(row)
+
+    columns = ["width", "batch", "blocked_frac", "ours_us", "xgr_cpu_us", "fill_us", "torch_us",
+               "xgr_over_ours", "ours_over_fill"]
+    print(f"CPU ({torch.get_num_threads()} torch threads), {args.dtype}, median us")
+    print_table(rows, columns)
+    if cuda:
+        print(f"\nCUDA ({torch.cuda.get_device_name(0)}), {args.dtype}, us per call (CUDA events); "
+              f"floor = (logit bytes written + bitmask bytes read) / {bandwidth / 1e9:.0f} GB/s copy bandwidth")
+        print_table(rows, ["width", "batch", "triton_us", "xgr_triton_us", "gpu_fill_us", "floor_us",
+                           "triton_floor_frac", "xgr_floor_frac", "xgr_over_triton"])
+    path = write_rows("kernels", rows, args.out)
+    progress(f"rows appended to {path}")
+    return 0
+
+
+def _gpu_row(logits_cpu, bitmask_cpu, vocab: int, blocked: int, repeat: int, bandwidth: float) -> dict:
+    import torch
+    import xgrammar as xgr
+
+    from kernels import apply_token_bitmask_inplace, apply_token_bitmask_reference
+
+    logits = logits_cpu.cuda()
+    bitmask = bitmask_cpu.cuda()
+    expected = logits_cpu.clone()
+    apply_token_bitmask_reference(expected, bitmask_cpu, None, vocab)
+    check = logits.clone()
+    apply_token_bitmask_inplace(check, bitmask, vocab_size=vocab)
+    if not torch.equal(check.cpu(), expected):
+        raise SystemExit("the Triton kernel disagrees with the reference on CUDA")
+    rep = max(repeat, 20)
+    triton_us = _cuda_time(lambda: apply_token_bitmask_inplace(logits, bitmask, vocab_size=vocab), rep)
+    xgr_us = _cuda_time(lambda: xgr.apply_token_bitmask_inplace(logits, bitmask, vocab_size=vocab,
+                                                                backend="triton"), rep)
+    fill_us = _cuda_time(lambda: logits.fill_(0.5), rep)
+    moved = blocked * logits.element_size() + bitmask.numel() * bitmask.element_size()
+    floor_us = moved / bandwidth * 1e6
+    return {
+        "triton_us": triton_us, "xgr_triton_us": xgr_us, "gpu_fill_us": fill_us, "floor_us": floor_us,
+        "triton_floor_frac": floor_us / triton_us, "xgr_floor_frac": floor_us / xgr_us,
+        "xgr_over_triton": xgr_us / triton_us,
+    }
