@@ -367,6 +367,13 @@ class TokenMarkerStream(ReasoningStream):
         given = self._split_given(runs, text)
         return own if given is None else given
 
+    def finish(self) -> DeltaMessage:
+        """The end of the output: flush a character left incomplete (as U+FFFD), in the current part."""
+        rest = self._decoder.decode(b"", final=True)
+        if not rest:
+            return DeltaMessage()
+        return DeltaMessage(None, rest) if self._state == ENDED else DeltaMessage(rest, None)
+
     def _decode_runs(self, runs: list[tuple[str, list[int]]]) -> DeltaMessage:
         tb = self._parser.vocabulary.token_bytes
         strip = self._parser.content_strip_ids

@@ -43,6 +43,8 @@ _BUILTIN_MODULES: dict[str, str] = {
     "gemma4": "gemma4",
     "mistral": "mistral",
     "magistral": "mistral",
+    "olmo3": "olmo3",
+    "hunyuan_a13b": "hunyuan_a13b",
 }
 
 
