@@ -220,41 +220,31 @@ class GraniteReasoningParser(ReasoningParser):
     def __init__(self, tokenizer: Any, chat_template_kwargs: Mapping[str, Any] | None = None) -> None:
         super().__init__(tokenizer, chat_template_kwargs)
         v = self.vocabulary
+        self._special_ids = v.special_token_ids
+        pieces, self._end_candidates = self._scan_vocabulary()
         for m in START_MARKERS + END_MARKERS:
-            if not self._can_spell(m.encode()):
+            if not _can_spell(m.encode(), pieces):
                 raise ValueError(
                     f"reasoning parser {self.name!r}: the vocabulary {v.name!r} cannot spell the marker "
                     f"{m!r} with ordinary tokens"
                 )
-        self._special_ids = v.special_token_ids
-        self._end_candidates = self._completing_tokens()
 
-    def _can_spell(self, marker: bytes) -> bool:
-        """True when ordinary (non-special) tokens concatenate to ``marker`` (DP over its positions)."""
-        v = self.vocabulary
-        reach = [False] * (len(marker) + 1)
-        reach[0] = True
-        for i in range(len(marker)):
-            if reach[i]:
-                for j in range(i + 1, len(marker) + 1):
-                    if not reach[j] and v.token_id(marker[i:j].decode()) is not None:
-                        reach[j] = True
-        return reach[-1]
-
-    def _completing_tokens(self) -> frozenset[int]:
-        out: set[int] = set()
+    def _scan_vocabulary(self) -> tuple[frozenset[bytes], frozenset[int]]:
+        """One pass over the ordinary tokens: those that are pieces of a marker, and those that can
+        complete an end marker (their text up to one of their ``:`` is a suffix of an end marker)."""
+        substrings = {m[i:j] for m in _ALL_B for i in range(len(m)) for j in range(i + 1, len(m) + 1)}
+        pieces: set[bytes] = set()
+        completing: set[int] = set()
         special = self._special_ids
         for tid, b in enumerate(self.vocabulary.token_bytes):
-            if b":" not in b or tid in special:
+            if not b or tid in special:
                 continue
+            if b in substrings:
+                pieces.add(b)
             p = b.find(b":")
-            while p >= 0:
-                head = b[:p + 1]
-                if any(m.endswith(head) for m in _END_B):
-                    out.add(tid)
-                    break
-                p = b.find(b":", p + 1)
-        return frozenset(out)
+            if p >= 0 and any(m.endswith(b[:p + 1]) for m in _END_B):
+                completing.add(tid)  # end markers hold one ":", their last byte: only the first counts
+        return frozenset(pieces), frozenset(completing)
 
     # -- contract: engine core -------------------------------------------------------------------
     @property
@@ -362,6 +352,18 @@ class GraniteReasoningParser(ReasoningParser):
     def new_stream(self, prompt_token_ids: Sequence[int] = (),
                    chat_template_kwargs: Mapping[str, Any] | None = None) -> GraniteStream:
         return GraniteStream(self, self._initial(prompt_token_ids, chat_template_kwargs))
+
+
+def _can_spell(marker: bytes, pieces: frozenset[bytes]) -> bool:
+    """True when tokens from ``pieces`` concatenate to ``marker`` (reachability over its positions)."""
+    reach = [False] * (len(marker) + 1)
+    reach[0] = True
+    for i in range(len(marker)):
+        if reach[i]:
+            for j in range(i + 1, len(marker) + 1):
+                if marker[i:j] in pieces:
+                    reach[j] = True
+    return reach[-1]
 
 
 def _join(tb: Sequence[bytes], ids: Sequence[int]) -> tuple[bytes, list[int]]:
