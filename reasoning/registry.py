@@ -45,6 +45,9 @@ _BUILTIN_MODULES: dict[str, str] = {
     "magistral": "mistral",
     "olmo3": "olmo3",
     "hunyuan_a13b": "hunyuan_a13b",
+    "granite": "granite",
+    "openai_gptoss": "gptoss",
+    "gpt_oss": "gptoss",
 }
 
 
