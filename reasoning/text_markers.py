@@ -75,6 +75,8 @@ class TextMarkerParser(ReasoningParser):
         self._ends = tuple(m.encode("utf-8") for m in self.end_texts)
         self._turns = tuple(m.encode("utf-8") for m in self.turn_start_texts)
         self._keep = max(len(m) for m in self._starts + self._ends) - 1
+        # a window without the first byte of any marker can neither hold nor begin a marker
+        self._firsts = tuple({m[:1] for m in self._starts + self._ends})
 
     # -- engine core -----------------------------------------------------------------------------
     @property
@@ -202,6 +204,11 @@ class TextMarkerParser(ReasoningParser):
                     pieces.append((b"", tb[t]))
                 continue
             window = tail + tb[t]
+            if not any(f in window for f in self._firsts):  # fast path: no marker can touch this token
+                if want_pieces:
+                    pieces.append((window, b""))
+                tail = b""
+                continue
             reasoning = bytearray()
             after = len(tail)
             while True:
