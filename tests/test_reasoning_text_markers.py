@@ -22,7 +22,7 @@ from test_reasoning_families import with_specials
 
 from reasoning import get_reasoning_parser, load_vocabulary
 from reasoning.base import ReasoningEnd
-from reasoning.markers import ENDED, THINKING
+from reasoning.markers import THINKING
 from reasoning.text_markers import TextMarkerParser
 from reasoning.vocabulary import Vocabulary
 
