@@ -5,8 +5,8 @@ reasons and then answers in ``<|START_RESPONSE|>`` … ``<|END_RESPONSE|>`` or c
 ``<|START_ACTION|>`` … ``<|END_ACTION|>``. With no marker in the prompt the first token decides:
 ``<|START_THINKING|>`` -> thinking; anything else (``<|START_RESPONSE|>`` ...) -> the model skipped
 thinking and that token is content. ``<|START_RESPONSE|>`` / ``<|START_ACTION|>`` while thinking end it
-and are content (the structural tags a constraint may start with). ``reasoning: false`` (Cohere's
-switch; ``enable_thinking`` / ``thinking`` are accepted too) starts the request with every token content.
+and are content (the structural tags a constraint may start with). A false ``reasoning``,
+``enable_thinking`` or ``thinking`` kwarg starts the request with every token content.
 """
 
 from __future__ import annotations
