@@ -1,0 +1,772 @@
+"""StructuredOutputManager on synthetic token streams over the real Qwen3.6 / DeepSeek V4 / Magistral
+vocabularies: a scripted "model" thinks with text that would violate the grammar, ends its thinking,
+then writes a valid or an invalid output. At every position we check the invariant:
+
+- a thinking position gets no row, or (Qwen's ``<tool_call>`` implicit end, which a JSON grammar cannot
+  start with) a row that allows every real token except that one;
+- a content position gets a row, and the row allows the scripted token of a valid output;
+- the first bad token of an invalid output is disallowed by its row and, forced through
+  ``accept_tokens``, puts the request in ERROR with a message naming the token and its position;
+- the finished output validates against its schema (``jsonschema``).
+
+Trace notation: a script is a list of (kind, text) pieces, kind "t" (thinking, incl. its end marker),
+"c" (content) or "s" (the stop token); ``tokens(script)`` gives the ids and the index where the content
+starts.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import threading
+import time
+
+import jsonschema
+import numpy as np
+import pytest
+import xgrammar as xgr
+
+from reasoning import get_reasoning_parser
+from structured_output import (AcceptResult, BitmaskBatch, Compiler, Constraint, RequestStatus,
+                               StructuredOutputManager)
+from structured_output.compiler import CompiledConstraint
+
+SCHEMA = {
+    "type": "object",
+    "properties": {
+        "name": {"type": "string"},
+        "age": {"type": "integer"},
+        "tags": {"type": "array", "items": {"type": "string"}},
+        "ok": {"type": "boolean"},
+    },
+    "required": ["name", "age", "tags", "ok"],
+}
+VALID = {"name": "Ada <b> \"L\"", "age": 36, "tags": ["x", "{y}"], "ok": True}
+# thinking that would break the grammar: braces, quotes, control words, a tool marker in text form
+THINK = ('Let me think. {"name": 5, "age": "old"}]]] "\\" null true false {{ a tool_call is not made here; '
+         'also <|im_start|> and <think> tokens </tool_call>.')
+
+SYS = "<|im_start|>system\nYou answer in JSON.<|im_end|>\n"
+Q = "<|im_start|>user\nWho?<|im_end|>\n"
+PROMPTS = {
+    # Qwen3.6's template opens the thinking in the prompt
+    "open": SYS + Q + "<|im_start|>assistant\n<think>\n",
+    # enable_thinking=false: the template writes an empty, closed thinking block
+    "closed": SYS + Q + "<|im_start|>assistant\n<think>\n\n</think>\n\n",
+    # an earlier turn ended its thinking; this turn has no marker: the model thinks (default mode)
+    "earlier": SYS + Q + "<|im_start|>assistant\n<think>\nold</think>\n\nA1<|im_end|>\n" + Q
+    + "<|im_start|>assistant\n",
+}
+
+
+# ------------------------------------------------------------------------------------------------
+# helpers
+
+@pytest.fixture(scope="module")
+def qwen_compiler(qwen_vocab):
+    c = Compiler(qwen_vocab, num_threads=2)
+    yield c
+    c.close()
+
+
+@pytest.fixture(scope="module")
+def qwen_parser(qwen_vocab):
+    return get_reasoning_parser("qwen3")(qwen_vocab)
+
+
+def make(qwen_vocab, qwen_compiler, qwen_parser, **kw):
+    kw.setdefault("max_num_seqs", 16)
+    return StructuredOutputManager(qwen_vocab, qwen_parser, compiler=qwen_compiler, **kw)
+
+
+def wait_ready(mgr, *rids, timeout=30.0):
+    t0 = time.monotonic()
+    while not all(mgr.is_ready(r) for r in rids):
+        assert time.monotonic() - t0 < timeout, "compile did not finish"
+        time.sleep(0.002)
+
+
+def bits(row) -> set[int]:
+    a = np.asarray(row).view(np.uint8)
+    return set(np.nonzero(np.unpackbits(a, bitorder="little"))[0].tolist())
+
+
+def rows_of(batch: BitmaskBatch | None) -> dict[int, np.ndarray]:
+    """logits row -> mask row (as numpy)."""
+    if batch is None:
+        return {}
+    idx = batch.logits_indices.tolist()
+    assert len(set(idx)) == len(idx), "a logits row appears twice"
+    assert batch.bitmask.shape[0] == len(idx) == len(batch.request_ids)
+    return {i: batch.bitmask[r].numpy().copy() for r, i in enumerate(idx)}
+
+
+def allows(row: np.ndarray, t: int) -> bool:
+    return bool((int(row[t >> 5]) >> (t & 31)) & 1)
+
+
+def script_tokens(vocab, script):
+    """(ids, index of the first content token, index of the first token of each piece)."""
+    ids: list[int] = []
+    content_start = None
+    for kind, text in script:
+        if kind in ("c", "s") and content_start is None:
+            content_start = len(ids)
+        ids += vocab.encode(text)
+    return ids, content_start if content_start is not None else len(ids)
+
+
+def thinking_row_ok(vocab, row, banned=()):
+    """A thinking row allows every real token except ``banned``."""
+    allowed = bits(row)
+    expected = set(range(vocab.vocab_size)) - set(banned)
+    return allowed == expected
+
+
+def drive(mgr, rid, ids, content_start, *, k=0, chunk=None, rng=None, banned_while_thinking=None,
+          vocab=None):
+    """Run a scripted stream through the manager: each step schedules ``rid`` with up to ``k`` drafts
+    (the true continuation), checks every row, and commits ``1 + len(drafts)`` tokens (or a random
+    chunk of 1..``chunk`` tokens when ``chunk`` is set). Returns the last AcceptResult."""
+    i = 0
+    res = None
+    while i < len(ids):
+        if chunk:
+            n = rng.randint(1, chunk)
+            drafts = []
+        else:
+            drafts = ids[i:i + k]  # proposals for positions i .. i+k-1; row k is the bonus position
+            n = min(1 + len(drafts), len(ids) - i)
+        batch = mgr.grammar_bitmask([(rid, drafts)] if k else [rid])
+        rows = rows_of(batch)
+        for j in range(min(len(drafts) + 1, len(ids) - i)):
+            pos = i + j
+            row = rows.get(j)
+            if pos < content_start:
+                if banned_while_thinking is None:
+                    assert row is None, f"thinking position {pos} got a row"
+                else:
+                    assert row is not None and thinking_row_ok(vocab, row, banned_while_thinking), pos
+            else:
+                assert row is not None, f"content position {pos} got no row"
+                assert allows(row, ids[pos]), f"row at {pos} disallows {ids[pos]}"
+        res = mgr.accept_tokens(rid, ids[i:i + n])
+        assert res.status != "error", res.message
+        i += n
+    return res
+
+
+def content_text(vocab, ids, content_start):
+    stops = vocab.stop_token_ids
+    return vocab.decode([t for t in ids[content_start:] if t not in stops])
+
+
+# ------------------------------------------------------------------------------------------------
+# scripted traces
+
+@pytest.mark.parametrize("shape", ["open", "closed", "earlier"])
+@pytest.mark.parametrize("mode", ["step", "chunks", "drafts"])
+def test_json_trace_valid(qwen_vocab, qwen_compiler, qwen_parser, shape, mode):
+    v = qwen_vocab
+    mgr = make(v, qwen_compiler, qwen_parser, num_speculative_tokens=3)
+    prompt = v.encode(PROMPTS[shape])
+    out = json.dumps(VALID)
+    script = ([] if shape == "closed" else [("t", THINK + "</think>")]) + [("c", out), ("s", "<|im_end|>")]
+    ids, cs = script_tokens(v, script)
+    mgr.add_request("r", Constraint.json_schema(SCHEMA), prompt)
+    wait_ready(mgr, "r")
+    assert mgr.status("r") is (RequestStatus.CONSTRAINED if shape == "closed" else RequestStatus.THINKING)
+    tool_call = v.token_id("<tool_call>")
+    res = drive(mgr, "r", ids, cs, k=3 if mode == "drafts" else 0, chunk=5 if mode == "chunks" else None,
+                rng=random.Random(7), banned_while_thinking=[tool_call], vocab=v)
+    assert res.status == "terminated"
+    assert mgr.status("r") is RequestStatus.TERMINATED
+    text = content_text(v, ids, cs)
+    jsonschema.validate(json.loads(text), SCHEMA)
+    # after termination only stop tokens
+    rows = rows_of(mgr.grammar_bitmask([("r", [v.token_id("<|im_end|>")])]))
+    assert set(rows) == {0, 1}
+    for row in rows.values():
+        assert bits(row) == set(v.stop_token_ids)
+    assert mgr.accept_tokens("r", [v.token_id("<|endoftext|>")]).status == "terminated"
+    res = mgr.accept_tokens("r", v.encode("more"))
+    assert res.status == "error" and "only stop tokens" in res.message
+    assert mgr.status("r") is RequestStatus.ERROR
+
+
+@pytest.mark.parametrize("bad_output, bad_piece", [
+    ('{"name": 5', "5"),                       # wrong type
+    ('{"age": 3', '"age'),                     # properties out of order / missing required name
+    ('{"name": "a", "age": 1.5', "."),         # integer with a fraction
+    ('{"name": "a", "age": 1, "tags": [], "ok": true, "x": 1}', ","),  # additional property (strict)
+    ('Sure! {"name"', "Sure"),                 # text before the JSON
+])
+def test_invalid_output_rejected_at_first_bad_token(qwen_vocab, qwen_compiler, qwen_parser, bad_output, bad_piece):
+    v = qwen_vocab
+    mgr = make(v, qwen_compiler, qwen_parser)
+    prompt = v.encode(PROMPTS["open"])
+    ids, cs = script_tokens(v, [("t", THINK + "</think>"), ("c", bad_output)])
+    # the first bad token: the first content token whose text starts the bad piece, found by the grammar
+    ref = xgr.GrammarMatcher(qwen_compiler.compile(Constraint.json_schema(SCHEMA)).grammar)
+    bad = next(p for p in range(cs, len(ids)) if not ref.accept_token(ids[p]))
+    assert bad_piece in v.decode(ids[bad:bad + 2]) or v.decode([ids[bad]]).strip() in bad_piece
+    mgr.add_request("r", Constraint.json_schema(SCHEMA), prompt)
+    wait_ready(mgr, "r")
+    drive(mgr, "r", ids[:bad], cs, banned_while_thinking=[v.token_id("<tool_call>")], vocab=v)
+    row = rows_of(mgr.grammar_bitmask(["r"]))[0]
+    assert not allows(row, ids[bad])
+    res = mgr.accept_tokens("r", ids[bad:])
+    assert res.status == "error"
+    assert f"token {ids[bad]} " in res.message and f"output position {bad} " in res.message
+    assert f"content position {bad - cs})" in res.message
+    assert mgr.status("r") is RequestStatus.ERROR and mgr.error("r") == res.message
+    # final: no more rows, accept keeps answering error
+    assert mgr.grammar_bitmask(["r"]) is None
+    assert mgr.accept_tokens("r", v.encode("}")) == AcceptResult("error", res.message)
+
+
+def test_control_tokens_masked_inside_strings_and_json(qwen_vocab, qwen_compiler, qwen_parser):
+    v = qwen_vocab
+    mgr = make(v, qwen_compiler, qwen_parser)
+    mgr.add_request("r", Constraint.json_schema(SCHEMA), include_reasoning=False)
+    wait_ready(mgr, "r")
+    assert mgr.status("r") is RequestStatus.CONSTRAINED
+    controls = sorted(v.special_token_ids)
+    for t in v.encode('{"name": "in a string'):
+        assert mgr.accept_tokens("r", [t]).status == "ok"
+    row = rows_of(mgr.grammar_bitmask(["r"]))[0]
+    allowed = bits(row)
+    assert allowed.isdisjoint(controls), [v.token_bytes[t] for t in allowed & set(controls)]
+    for name in ("<|im_end|>", "<think>", "</think>", "<tool_call>", "<|im_start|>"):
+        assert v.token_id(name) not in allowed
+    assert max(allowed) < v.vocab_size  # padding ids never allowed
+    # the spelled-out text of a control token is fine inside a string
+    spelled = v.encode("<|") + v.encode('im_end|> ok", "age": 1, "tags": [], "ok": false}')
+    assert v.token_id("<|im_end|>") not in spelled
+    for t in spelled:
+        assert mgr.accept_tokens("r", [t]).status == "ok"
+    row = rows_of(mgr.grammar_bitmask(["r"]))[0]
+    assert bits(row) == set(v.stop_token_ids)  # at the end: only stop tokens
+    # a control token forced inside JSON is rejected
+    mgr.add_request("r2", Constraint.json_object(), include_reasoning=False)
+    wait_ready(mgr, "r2")
+    assert mgr.accept_tokens("r2", v.encode('{"a": "')).status == "ok"
+    res = mgr.accept_tokens("r2", [v.token_id("<|im_end|>")])
+    assert res.status == "error" and "<|im_end|>" in res.message
+
+
+def test_multi_token_commit_splits_exactly(qwen_vocab, qwen_compiler, qwen_parser):
+    v = qwen_vocab
+    mgr = make(v, qwen_compiler, qwen_parser)
+    mgr.add_request("r", Constraint.json_schema(SCHEMA), v.encode(PROMPTS["open"]))
+    wait_ready(mgr, "r")
+    # one commit: thinking that looks like JSON, the end marker, then the first content tokens
+    commit = v.encode('{"name": "no"} hmm</think>') + v.encode('{"')
+    assert mgr.accept_tokens("r", commit).status == "ok"
+    assert mgr.status("r") is RequestStatus.CONSTRAINED
+    row = rows_of(mgr.grammar_bitmask(["r"]))[0]  # the grammar has seen '{"' only
+    assert allows(row, v.encode("name")[0]) and not allows(row, v.encode("}")[0])
+    assert not allows(row, v.encode("age")[0])
+    # the same with an invalid first content token after the end inside the commit
+    mgr.add_request("s", Constraint.json_schema(SCHEMA), v.encode(PROMPTS["open"]))
+    wait_ready(mgr, "s")
+    think = v.encode("thinking about {braces}")
+    commit = think + [v.token_id("</think>")] + v.encode("x")
+    res = mgr.accept_tokens("s", commit)
+    assert res.status == "error" and f"output position {len(think) + 1} (content position 0)" in res.message
+
+
+def test_end_marker_inside_drafts(qwen_vocab, qwen_compiler, qwen_parser):
+    v = qwen_vocab
+    mgr = make(v, qwen_compiler, qwen_parser, num_speculative_tokens=4)
+    mgr.add_request("r", Constraint.json_schema(SCHEMA), v.encode(PROMPTS["open"]))
+    wait_ready(mgr, "r")
+    end = v.token_id("</think>")
+    brace, key = v.encode('{"')[0], v.encode('{"name')[1:]
+    drafts = v.encode(" ok") + [end] + v.encode('{"') + v.encode("name")
+    # rows 0..1: thinking (only <tool_call> masked); row 2: grammar start; row 3: after '{"'
+    batch = mgr.grammar_bitmask([("r", drafts)])
+    rows = rows_of(batch)
+    tool_call = v.token_id("<tool_call>")
+    assert set(rows) == {0, 1, 2, 3, 4}
+    assert thinking_row_ok(v, rows[0], [tool_call]) and thinking_row_ok(v, rows[1], [tool_call])
+    assert allows(rows[2], drafts[2]) and not allows(rows[2], v.encode("x")[0])
+    assert allows(rows[3], drafts[3])
+    assert not allows(rows[3], v.encode("{")[0])
+    # nothing was committed: the grammar is back at its start, the request still thinking
+    assert mgr.status("r") is RequestStatus.THINKING
+    again = rows_of(mgr.grammar_bitmask([("r", drafts)]))
+    assert all(np.array_equal(again[j], rows[j]) for j in rows)
+    # the verifier accepts the first 3 drafts + a bonus token: exact split
+    assert mgr.accept_tokens("r", drafts[:3] + [drafts[3]]).status == "ok"
+    assert mgr.status("r") is RequestStatus.CONSTRAINED
+    row = rows_of(mgr.grammar_bitmask(["r"]))[0]
+    assert np.array_equal(row, rows[4])
+    del brace, key
+
+
+def test_rejected_draft_ends_rows_and_rolls_back(qwen_vocab, qwen_compiler, qwen_parser):
+    v = qwen_vocab
+    mgr = make(v, qwen_compiler, qwen_parser, num_speculative_tokens=3)
+    mgr.add_request("r", Constraint.json_schema(SCHEMA), include_reasoning=False)
+    wait_ready(mgr, "r")
+    good = v.encode('{"')
+    drafts = good + v.encode("x") + v.encode("y")  # '{"' ok, then "x" is not a property name prefix
+    r = len(good)
+    rows = rows_of(mgr.grammar_bitmask([("r", drafts)]))
+    assert set(rows) == set(range(r + 1))  # row r masks the rejected draft; no rows after it
+    assert not allows(rows[r], drafts[r]) and allows(rows[r], v.encode("name")[0])
+    fresh = rows_of(mgr.grammar_bitmask(["r"]))
+    assert np.array_equal(fresh[0], rows[0])  # rolled back to the committed state
+    # a draft that is a stop token at the end of the grammar ends the rows too
+    assert mgr.accept_tokens("r", v.encode(json.dumps(VALID, separators=(",", ":")))).status == "ok"
+    stop = v.token_id("<|im_end|>")
+    rows = rows_of(mgr.grammar_bitmask([("r", [stop, stop, stop])]))
+    assert set(rows) == {0} and bits(rows[0]) == set(v.stop_token_ids)
+    assert mgr.status("r") is RequestStatus.CONSTRAINED
+
+
+def test_implicit_end_token_is_content(qwen_vocab, qwen_compiler, qwen_parser):
+    """Qwen's <tool_call> ends the thinking and is the first content token: fed to the grammar. A tag
+    grammar that starts with it needs no thinking row; a JSON grammar masks it while thinking."""
+    v = qwen_vocab
+    tc, etc = v.token_id("<tool_call>"), v.token_id("</tool_call>")
+    tag = {"type": "structural_tag", "format": {"type": "sequence", "elements": [
+        {"type": "token", "token": "<tool_call>"},
+        {"type": "json_schema", "json_schema": {"type": "object", "properties": {"city": {"type": "string"}},
+                                                "required": ["city"]}},
+        {"type": "token", "token": "</tool_call>"}]}}
+    mgr = make(v, qwen_compiler, qwen_parser, num_speculative_tokens=3)
+    mgr.add_request("t", Constraint.structural_tag(tag), v.encode(PROMPTS["open"]))
+    wait_ready(mgr, "t")
+    think = v.encode("I should call the tool {not json")
+    ids = think + [tc] + v.encode('{"city": "Paris"}') + [etc, v.token_id("<|im_end|>")]
+    # the <tool_call> position is still a thinking position (no row: the tag may start with it)
+    res = drive(mgr, "t", ids, len(think) + 1, k=3)
+    assert res.status == "terminated"
+    # implicit end inside the drafts: row of <tool_call>'s position is a thinking position (no row),
+    # the next rows are the grammar after <tool_call>
+    mgr.add_request("t2", Constraint.structural_tag(tag), v.encode(PROMPTS["open"]))
+    wait_ready(mgr, "t2")
+    drafts = v.encode(" x") + [tc] + v.encode('{"')
+    rows = rows_of(mgr.grammar_bitmask([("t2", drafts)]))
+    assert set(rows) == {2, 3}
+    assert bits(rows[2]) == bits(rows[2]) & set(range(v.vocab_size)) and allows(rows[2], v.encode('{"')[0])
+    assert mgr.accept_tokens("t2", drafts[:2]).status == "ok"
+    assert mgr.status("t2") is RequestStatus.CONSTRAINED
+    # JSON: <tool_call> while thinking is masked (the grammar could not start with it)
+    mgr.add_request("j", Constraint.json_schema(SCHEMA), v.encode(PROMPTS["open"]))
+    wait_ready(mgr, "j")
+    rows = rows_of(mgr.grammar_bitmask(["j"]))
+    assert thinking_row_ok(v, rows[0], [tc])
+    res = mgr.accept_tokens("j", [tc])
+    assert res.status == "error" and "<tool_call>" in res.message
+
+
+def test_prompt_shapes_and_kwargs(qwen_vocab, qwen_compiler, qwen_parser):
+    v = qwen_vocab
+    mgr = make(v, qwen_compiler, qwen_parser)
+    c = Constraint.json_schema(SCHEMA)
+    cases = {
+        "open": (v.encode(PROMPTS["open"]), None, True, RequestStatus.THINKING),
+        "closed": (v.encode(PROMPTS["closed"]), None, True, RequestStatus.CONSTRAINED),
+        "earlier": (v.encode(PROMPTS["earlier"]), None, True, RequestStatus.THINKING),
+        "kw_off": (v.encode(SYS + Q + "<|im_start|>assistant\n"), {"enable_thinking": False}, True,
+                   RequestStatus.CONSTRAINED),
+        "no_reasoning": (v.encode(PROMPTS["open"]), None, False, RequestStatus.CONSTRAINED),
+        "kw_include_false": (v.encode(PROMPTS["open"]), {"include_reasoning": False}, True,
+                             RequestStatus.CONSTRAINED),
+    }
+    for rid, (prompt, kw, inc, expected) in cases.items():
+        mgr.add_request(rid, c, prompt, chat_template_kwargs=kw, include_reasoning=inc)
+    wait_ready(mgr, *cases)
+    for rid, (_, _, _, expected) in cases.items():
+        assert mgr.status(rid) is expected, rid
+    # constrained from the first token: the first row is the grammar's first-token mask
+    first = rows_of(mgr.grammar_bitmask(["closed"]))[0]
+    assert allows(first, v.encode("{")[0]) and not allows(first, v.encode("Hello")[0])
+    # manager-wide kwargs reach the parser; the request's own override them
+    m2 = make(v, qwen_compiler, qwen_parser, chat_template_kwargs={"enable_thinking": False})
+    m2.add_request("a", c, v.encode(SYS + Q + "<|im_start|>assistant\n"))
+    m2.add_request("b", c, v.encode(SYS + Q + "<|im_start|>assistant\n"), chat_template_kwargs={"enable_thinking": True})
+    wait_ready(m2, "a", "b")
+    assert m2.status("a") is RequestStatus.CONSTRAINED and m2.status("b") is RequestStatus.THINKING
+
+
+def test_no_parser_and_deepseek_r1(deepseek_vocab):
+    v = deepseek_vocab
+    comp = Compiler(v)
+    try:
+        mgr = StructuredOutputManager(v, "deepseek_r1", compiler=comp, num_speculative_tokens=2)
+        prompt = v.encode("<｜begin▁of▁sentence｜>You answer in JSON.<｜User｜>Who?<｜Assistant｜><think>\n")
+        ids, cs = script_tokens(v, [("t", THINK + "</think>"), ("c", json.dumps(VALID)), ("s", "<｜end▁of▁sentence｜>")])
+        mgr.add_request("r", Constraint.json_schema(SCHEMA), prompt)
+        wait_ready(mgr, "r")
+        assert mgr.status("r") is RequestStatus.THINKING
+        # deepseek_r1 has no implicit end: no row at all while thinking
+        res = drive(mgr, "r", ids, cs, k=2)
+        assert res.status == "terminated"
+        jsonschema.validate(json.loads(content_text(v, ids, cs)), SCHEMA)
+        # no parser: the grammar applies from the first token
+        plain = StructuredOutputManager(v, None, compiler=comp)
+        plain.add_request("p", Constraint.json_schema(SCHEMA), prompt)
+        wait_ready(plain, "p")
+        assert plain.status("p") is RequestStatus.CONSTRAINED
+        assert plain.accept_tokens("p", v.encode("<think>")).status == "error"
+    finally:
+        comp.close()
+
+
+def test_first_token_decides_family(magistral_vocab):
+    """Magistral ([THINK] ... [/THINK], the model may skip thinking): before the first token the row is
+    the grammar's first-token mask plus the thinking markers; after [THINK] nothing is masked."""
+    v = magistral_vocab
+    comp = Compiler(v)
+    try:
+        mgr = StructuredOutputManager(v, "mistral", compiler=comp, num_speculative_tokens=1)
+        mgr.add_request("r", Constraint.json_schema(SCHEMA), v.encode("[INST]Who?[/INST]"))
+        wait_ready(mgr, "r")
+        assert mgr.status("r") is RequestStatus.THINKING
+        think, end_think = v.token_id("[THINK]"), v.token_id("[/THINK]")
+        row = rows_of(mgr.grammar_bitmask(["r"]))[0]
+        allowed = bits(row)
+        assert think in allowed and end_think in allowed
+        assert allows(row, v.encode("{")[0]) and not allows(row, v.encode("Hello")[0])
+        # skipping the thinking: the first token is content, fed to the grammar
+        skip = StructuredOutputManager(v, "mistral", compiler=comp)
+        skip.add_request("s", Constraint.json_schema(SCHEMA), v.encode("[INST]Who?[/INST]"))
+        wait_ready(skip, "s")
+        assert skip.accept_tokens("s", v.encode('{"name"')).status == "ok"
+        assert skip.status("s") is RequestStatus.CONSTRAINED
+        # thinking: after [THINK] only the implicit end [TOOL_CALLS] (the grammar cannot start with it)
+        # is masked; after [/THINK] in the drafts, the grammar
+        assert mgr.accept_tokens("r", [think] + v.encode("{hmm")).status == "ok"
+        tool_calls = v.token_id("[TOOL_CALLS]")
+        rows = rows_of(mgr.grammar_bitmask([("r", [end_think])]))
+        assert set(rows) == {0, 1} and thinking_row_ok(v, rows[0], [tool_calls])
+        assert allows(rows[1], v.encode("{")[0]) and not allows(rows[1], v.encode("Hello")[0])
+    finally:
+        comp.close()
+
+
+def test_other_constraint_kinds(qwen_vocab, qwen_compiler, qwen_parser):
+    v = qwen_vocab
+    mgr = make(v, qwen_compiler, qwen_parser)
+    cases = [
+        ("choice", Constraint.choice(["yes", "no", 'maybe "so"']), 'maybe "so"', "nope"),
+        ("regex", Constraint.regex(r"\d{3}-[a-z]+"), "123-abc", "12a"),
+        ("grammar", Constraint.grammar('root ::= "A" [0-9]+ ("!" | "?")'), "A42!", "B"),
+        ("object", Constraint.json_object(), '{"x": [1, {"y": null}]}', "[1]"),
+    ]
+    for rid, c, good, bad in cases:
+        mgr.add_request(rid, c, include_reasoning=False)
+        mgr.add_request(rid + "-bad", c, include_reasoning=False)
+    wait_ready(mgr, *[r for r, *_ in cases], *[r + "-bad" for r, *_ in cases])
+    stop = v.token_id("<|im_end|>")
+    for rid, _, good, bad in cases:
+        ids = v.encode(good) + [stop]
+        res = drive(mgr, rid, ids, 0)
+        assert res.status == "terminated", rid
+        res = mgr.accept_tokens(rid + "-bad", v.encode(bad))
+        assert res.status == "error", rid
+
+
+def test_json_whitespace_is_bounded(qwen_vocab, qwen_compiler, qwen_parser):
+    v = qwen_vocab
+    mgr = make(v, qwen_compiler, qwen_parser)
+    mgr.add_request("r", Constraint.json_schema(SCHEMA, max_whitespace=4), include_reasoning=False)
+    mgr.add_request("c", Constraint.json_schema(SCHEMA, any_whitespace=False), include_reasoning=False)
+    wait_ready(mgr, "r", "c")
+    space = v.encode(" ")[0]
+    assert mgr.accept_tokens("r", v.encode("{")).status == "ok"
+    for _ in range(4):
+        assert allows(rows_of(mgr.grammar_bitmask(["r"]))[0], space)
+        assert mgr.accept_tokens("r", [space]).status == "ok"
+    assert not allows(rows_of(mgr.grammar_bitmask(["r"]))[0], space)
+    assert mgr.accept_tokens("r", [space]).status == "error"
+    # any_whitespace=False: json.dumps layout only
+    assert mgr.accept_tokens("c", v.encode(json.dumps(VALID))).status == "ok"
+    mgr.add_request("c2", Constraint.json_schema(SCHEMA, any_whitespace=False), include_reasoning=False)
+    wait_ready(mgr, "c2")
+    assert mgr.accept_tokens("c2", v.encode('{ "name"')).status == "error"
+
+
+# ------------------------------------------------------------------------------------------------
+# compile: cache, validation, errors, timeouts
+
+def test_thousand_requests_compile_once(qwen_vocab, qwen_parser):
+    comp = Compiler(qwen_vocab, num_threads=2)
+    try:
+        mgr = StructuredOutputManager(qwen_vocab, qwen_parser, compiler=comp, max_num_seqs=1000)
+        prompt = qwen_vocab.encode(PROMPTS["open"])
+        for i in range(1000):
+            schema = json.loads(json.dumps(SCHEMA))  # a fresh, equal dict each time
+            mgr.add_request(f"r{i}", Constraint.json_schema(schema), prompt)
+        wait_ready(mgr, *[f"r{i}" for i in range(1000)])
+        s = comp.stats
+        assert s.compiles == 1 and s.cache_hits + s.joins == 999 and s.failures == 0
+        assert all(mgr.status(f"r{i}") is RequestStatus.THINKING for i in range(1000))
+        # a different option is a different constraint
+        mgr.add_request("w", Constraint.json_schema(SCHEMA, max_whitespace=3), prompt)
+        wait_ready(mgr, "w")
+        assert comp.stats.compiles == 2
+    finally:
+        comp.close()
+
+
+@pytest.mark.parametrize("make_constraint, words", [
+    (lambda: Constraint.json_schema({"type": "foo"}), ["JSON schema", "Unsupported type"]),
+    (lambda: Constraint.json_schema({"type": "object", "properties": {"a": {"$ref": "#/defs/x"}}}),
+     ["JSON schema", "defs"]),
+    (lambda: Constraint.json_schema({"type": "string", "pattern": "(["}), ["JSON schema", "Unclosed"]),
+    (lambda: Constraint.regex("(ab"), ["regex", "parenthesis"]),
+    (lambda: Constraint.grammar('root ::= foo'), ["grammar", '"foo" is not defined']),
+    (lambda: Constraint.grammar('start ::= "a"'), ["grammar", "root"]),
+    (lambda: Constraint.structural_tag({"type": "structural_tag", "format": {"type": "nope"}}),
+     ["structural tag"]),
+    (lambda: Constraint.structural_tag({"type": "token", "token": "<not_a_token>"}),
+     ["structural tag", "<not_a_token>", "not a single token"]),
+    (lambda: Constraint.structural_tag({"type": "any_tokens", "exclude_tokens": [10**9]}),
+     ["structural tag", "outside the vocabulary"]),
+])
+def test_invalid_constraint_raises_and_stores_nothing(qwen_vocab, qwen_compiler, qwen_parser, make_constraint, words):
+    mgr = make(qwen_vocab, qwen_compiler, qwen_parser)
+    with pytest.raises(ValueError) as e:
+        mgr.add_request("bad", make_constraint())
+    for w in words:
+        assert w in str(e.value), (w, str(e.value))
+    assert "bad" not in mgr and len(mgr) == 0
+    assert "[" not in str(e.value).split(":")[0]  # no xgrammar timestamp / source prefix
+    mgr.add_request("bad", Constraint.json_object())  # the id is free
+    wait_ready(mgr, "bad")
+
+
+def test_constraint_values_rejected_early():
+    with pytest.raises(ValueError, match="not valid JSON"):
+        Constraint.json_schema("{nope")
+    with pytest.raises(ValueError, match="empty"):
+        Constraint.choice([])
+    with pytest.raises(ValueError, match="max_whitespace"):
+        Constraint.json_schema({}, max_whitespace=0)
+    assert Constraint.json_schema({"a": 1, "b": 2}).key != Constraint.json_schema({"b": 2, "a": 1}).key
+
+
+class _GatedCompiler(Compiler):
+    """Compiles normally, except constraints whose spec contains ``gate``: they block on ``release``
+    (standing in for a compile that runs past its deadline), or raise when ``fail`` is set."""
+
+    def __init__(self, *a, gate: str, fail: bool = False, **kw):
+        super().__init__(*a, **kw)
+        self.gate, self.fail = gate, fail
+        self.release = threading.Event()
+        self.entered = threading.Event()
+
+    def _compile(self, constraint, grammar, token_level) -> CompiledConstraint:
+        if self.gate in constraint.spec:
+            self.entered.set()
+            if self.fail:
+                raise RuntimeError("[13:00:00] /project/cpp/x.cc:1: synthetic compile failure")
+            self.release.wait(30)
+        return super()._compile(constraint, grammar, token_level)
+
+
+def test_compile_timeout_hurts_only_its_request(qwen_vocab, qwen_parser):
+    v = qwen_vocab
+    comp = _GatedCompiler(v, num_threads=1, gate="SLOW")
+    try:
+        mgr = StructuredOutputManager(v, qwen_parser, compiler=comp, compile_timeout_s=0.3)
+        slow = Constraint.json_schema({"type": "object", "properties": {"SLOW": {"type": "string"}}})
+        mgr.add_request("slow", slow, include_reasoning=False)
+        assert comp.entered.wait(10)
+        assert not mgr.is_ready("slow") and mgr.status("slow") is RequestStatus.COMPILING
+        with pytest.raises(ValueError, match="still compiling"):
+            mgr.grammar_bitmask(["slow"])
+        time.sleep(0.35)
+        assert mgr.is_ready("slow")
+        assert mgr.status("slow") is RequestStatus.ERROR
+        assert "did not compile within compile_timeout_s=0.3 s" in mgr.error("slow")
+        assert mgr.accept_tokens("slow", [1]).status == "error"
+        assert mgr.grammar_bitmask(["slow"]) is None
+        # the only worker is stuck: a replacement compiles the others
+        mgr.add_request("fast", Constraint.json_schema(SCHEMA), include_reasoning=False)
+        wait_ready(mgr, "fast", timeout=10)
+        assert mgr.status("fast") is RequestStatus.CONSTRAINED
+        ids = v.encode(json.dumps(VALID)) + [v.token_id("<|im_end|>")]
+        assert drive(mgr, "fast", ids, 0).status == "terminated"
+        assert comp.stats.overdue == 1
+        comp.release.set()
+        t0 = time.monotonic()
+        while comp.stats.cache_entries < 2:  # the late compile still lands in the cache
+            assert time.monotonic() - t0 < 10
+            time.sleep(0.01)
+    finally:
+        comp.release.set()
+        comp.close()
+
+
+def test_compile_error_hurts_only_its_request(qwen_vocab, qwen_parser):
+    v = qwen_vocab
+    comp = _GatedCompiler(v, num_threads=1, gate="BROKEN", fail=True)
+    try:
+        mgr = StructuredOutputManager(v, qwen_parser, compiler=comp)
+        mgr.add_request("b", Constraint.json_schema({"type": "object", "properties": {"BROKEN": {}}}))
+        mgr.add_request("g", Constraint.json_schema(SCHEMA), v.encode(PROMPTS["closed"]))
+        wait_ready(mgr, "b", "g")
+        assert mgr.status("b") is RequestStatus.ERROR
+        assert mgr.error("b") == "json_schema constraint failed to compile: synthetic compile failure"
+        assert mgr.status("g") is RequestStatus.CONSTRAINED
+        batch = mgr.grammar_bitmask(["b", "g"])
+        assert batch.request_ids == ["g"] and batch.logits_indices.tolist() == [1]
+        assert comp.stats.failures == 1 and comp.stats.cache_entries == 1
+    finally:
+        comp.close()
+
+
+def test_cache_is_bounded_in_bytes(qwen_vocab):
+    comp = Compiler(qwen_vocab, num_threads=1, cache_limit_bytes=1 << 20)
+    try:
+        sizes = []
+        for i in range(6):
+            c = comp.compile(Constraint.regex(f"item{i}-[a-z]{{1,8}}"))
+            sizes.append(c.memory_bytes)
+        s = comp.stats
+        assert s.cache_bytes <= 1 << 20 and s.cache_bytes == sum(sizes[-s.cache_entries:])
+        assert s.evictions == 6 - s.cache_entries and s.evictions > 0
+        comp.compile(Constraint.regex("item5-[a-z]{1,8}"))  # most recent: still cached
+        assert comp.stats.compiles == 6
+        comp.compile(Constraint.regex("item0-[a-z]{1,8}"))  # evicted: compiled again
+        assert comp.stats.compiles == 7
+    finally:
+        comp.close()
+
+
+# ------------------------------------------------------------------------------------------------
+# the batch: layout, misuse, batched fill == one-by-one fill == xgrammar directly
+
+def test_schedule_layout_and_unconstrained(qwen_vocab, qwen_compiler, qwen_parser):
+    v = qwen_vocab
+    mgr = make(v, qwen_compiler, qwen_parser, num_speculative_tokens=2)
+    mgr.add_request("free", None, v.encode(PROMPTS["open"]))
+    mgr.add_request("think", Constraint.regex("[a-z]+"), v.encode(PROMPTS["open"]))
+    mgr.add_request("json", Constraint.json_schema(SCHEMA), include_reasoning=False)
+    wait_ready(mgr, "free", "think", "json")
+    assert mgr.status("free") is RequestStatus.THINKING
+    # regex [a-z]+ cannot start with <tool_call> either: its thinking rows mask it
+    batch = mgr.grammar_bitmask([("free", [5, 6]), "think", ("json", v.encode('{"'))])
+    assert batch.num_logits_rows == 3 + 1 + 2
+    got = dict(zip(batch.logits_indices.tolist(), batch.request_ids))
+    assert got == {3: "think", 4: "json", 5: "json"}
+    assert batch.bitmask.dtype == xgr.bitmask_dtype and batch.bitmask.shape[1] == (v.logits_width + 31) // 32
+    assert mgr.accept_tokens("free", v.encode("anything </think> at all")).status == "ok"
+    assert mgr.status("free") is RequestStatus.CONSTRAINED
+    assert mgr.grammar_bitmask(["free"]) is None
+
+
+def test_misuse_raises(qwen_vocab, qwen_compiler, qwen_parser):
+    v = qwen_vocab
+    mgr = make(v, qwen_compiler, qwen_parser, max_num_seqs=2, num_speculative_tokens=1)
+    mgr.add_request("a", Constraint.json_object())
+    wait_ready(mgr, "a")
+    with pytest.raises(ValueError, match="already registered"):
+        mgr.add_request("a", None)
+    for call in (lambda: mgr.accept_tokens("zz", [1]), lambda: mgr.remove_request("zz"),
+                 lambda: mgr.grammar_bitmask(["zz"]), lambda: mgr.is_ready("zz"), lambda: mgr.status("zz")):
+        with pytest.raises(KeyError, match="zz"):
+            call()
+    mgr.add_request("b", None)
+    mgr.add_request("c", None)
+    with pytest.raises(ValueError, match="max_num_seqs=2"):
+        mgr.grammar_bitmask(["a", "b", "c"])
+    with pytest.raises(ValueError, match="num_speculative_tokens=1"):
+        mgr.grammar_bitmask([("a", [1, 2])])
+    with pytest.raises(ValueError, match="twice"):
+        mgr.grammar_bitmask(["a", "a"])
+    with pytest.raises(ValueError, match="schedule entry"):
+        mgr.grammar_bitmask([("a", [1], 3)])
+    with pytest.raises(ValueError, match="outside"):
+        mgr.accept_tokens("a", [v.logits_width])
+    with pytest.raises(ValueError, match="outside"):
+        mgr.grammar_bitmask([("a", [-1])])
+    with pytest.raises(ValueError, match="1-D"):
+        import torch
+        mgr.accept_tokens("a", torch.zeros((2, 2), dtype=torch.int64))
+    with pytest.raises(ValueError, match="Constraint"):
+        mgr.add_request("d", {"type": "object"})  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="unknown reasoning parser"):
+        StructuredOutputManager(v, "no_such_parser", compiler=qwen_compiler)
+    with pytest.raises(ValueError, match="max_num_seqs"):
+        StructuredOutputManager(v, None, compiler=qwen_compiler, max_num_seqs=0)
+    mgr.remove_request("a")
+    assert "a" not in mgr
+
+
+def _reference_rows(vocab, compiled_by_rid, committed, schedule, base_rows):
+    """The rows computed with plain xgrammar matchers (no reasoning here: every request is
+    constrained from the start): for each request, replay its committed tokens, then fill row j after
+    drafts[:j] until a draft is rejected or terminates the grammar."""
+    out = {}
+    words = (vocab.logits_width + 31) // 32
+    import torch
+    buf = torch.empty((1, words), dtype=torch.int32)
+    for (rid, drafts), base in zip(schedule, base_rows):
+        m = xgr.GrammarMatcher(compiled_by_rid[rid].grammar)
+        for t in committed[rid]:
+            assert m.accept_token(t)
+        if m.is_terminated():
+            for j in range(len(drafts) + 1):
+                row = np.zeros(words, dtype=np.int32)
+                for s in vocab.stop_token_ids:
+                    row[s >> 5] |= np.int32(np.uint32(1 << (s & 31)).view(np.int32))
+                out[base + j] = row
+            continue
+        for j in range(len(drafts) + 1):
+            m.fill_next_token_bitmask(buf, 0)
+            out[base + j] = buf[0].numpy().copy()
+            if j == len(drafts) or not m.accept_token(drafts[j]) or m.is_terminated():
+                break
+    return out
+
+
+@pytest.mark.parametrize("k", [0, 3])
+def test_batched_fill_equals_one_by_one_and_xgrammar(qwen_vocab, qwen_compiler, k):
+    v = qwen_vocab
+    rng = random.Random(k)
+    schemas = [SCHEMA, {"type": "array", "items": {"type": "integer"}, "maxItems": 5},
+               {"type": "object", "properties": {"e": {"enum": ["a", "b c", "d"]}}, "required": ["e"]}]
+    samples = [json.dumps(VALID), json.dumps([1, 22, 333]), json.dumps({"e": "b c"})]
+    stop = v.token_id("<|im_end|>")
+    batched = StructuredOutputManager(v, None, compiler=qwen_compiler, max_num_seqs=48, num_speculative_tokens=3,
+                                      batch_fill_min_rows=1)
+    single = StructuredOutputManager(v, None, compiler=qwen_compiler, max_num_seqs=48, num_speculative_tokens=3,
+                                     batch_fill_min_rows=10**6)
+    committed, schedule, compiled = {}, [], {}
+    for i in range(40):
+        s = i % 3
+        ids = v.encode(samples[s]) + [stop]
+        cut = rng.randint(0, len(ids))
+        rid = f"r{i}"
+        for mgr in (batched, single):
+            mgr.add_request(rid, Constraint.json_schema(schemas[s]))
+        wait_ready(batched, rid)
+        wait_ready(single, rid)
+        for mgr in (batched, single):
+            assert mgr.accept_tokens(rid, ids[:cut]).status != "error"
+        committed[rid] = ids[:cut]
+        compiled[rid] = qwen_compiler.compile(Constraint.json_schema(schemas[s]))
+        drafts = ids[cut:cut + k]
+        if k and i % 4 == 0 and drafts:  # a wrong draft in the middle
+            drafts = drafts[:1] + v.encode("@@") + drafts[2:]
+        schedule.append((rid, drafts))
+    bases, b = [], 0
+    for _, d in schedule:
+        bases.append(b)
+        b += 1 + len(d)
+    ref = _reference_rows(v, compiled, committed, schedule, bases)
+    got_b = rows_of(batched.grammar_bitmask(schedule))
+    got_s = rows_of(single.grammar_bitmask(schedule))
+    assert set(got_b) == set(got_s) == set(ref)
+    for i in ref:
+        assert np.array_equal(got_b[i], ref[i]) and np.array_equal(got_s[i], ref[i]), i
+    # and the matchers were rolled back: the same call gives the same rows
+    again = rows_of(batched.grammar_bitmask(schedule))
+    assert all(np.array_equal(again[i], ref[i]) for i in ref)
