@@ -191,6 +191,7 @@ class GptOssReasoningParser(ReasoningParser):
         self.channel_id = ids["<|channel|>"]
         self.message_id = ids["<|message|>"]
         self.close_ids: frozenset[int] = frozenset(ids[m] for m in ("<|end|>", "<|return|>", "<|call|>"))
+        self._leave_body = self.close_ids | {self.start_id, self.channel_id}  # tokens that end a body
 
     # -- contract: engine core -------------------------------------------------------------------
     @property
@@ -243,7 +244,7 @@ class GptOssReasoningParser(ReasoningParser):
             return GptOssSplit([], ids, None, True)
         reasoning: list[int] = []
         end: HarmonyEnd | None = None
-        not_body = self.close_ids | {self.start_id, self.channel_id}
+        not_body = self._leave_body
         for i, t in enumerate(ids):
             if st.mode == _BODY and t not in not_body:
                 if st.kind == _R:
@@ -275,6 +276,8 @@ class GptOssReasoningParser(ReasoningParser):
 
         ``keep_going``: after the end, keep following messages (for the whole-output split and the
         stream); otherwise stop at the end (``st.mode`` becomes ``_ENDED``, latched)."""
+        if st.mode == _BODY and self._leave_body.isdisjoint(token_ids):
+            return None  # the common step: more body text (a C-level set test, no Python loop)
         tb = self.vocabulary.token_bytes
         start_id, channel_id, message_id, close = self.start_id, self.channel_id, self.message_id, self.close_ids
         found: HarmonyEnd | None = None
@@ -424,7 +427,7 @@ class GptOssStream(ReasoningStream):
 
         for t in token_ids:
             mode = st.mode
-            if mode == _BODY and t not in p.close_ids and t != p.start_id and t != p.channel_id:
+            if mode == _BODY and t not in p._leave_body:
                 body.append(tb[t])
                 continue
             if mode == _BODY:
