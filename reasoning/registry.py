@@ -19,6 +19,7 @@ __all__ = ["register_reasoning_parser", "get_reasoning_parser", "list_reasoning_
            "load_reasoning_plugin"]
 
 _REGISTRY: dict[str, type[ReasoningParser]] = {}
+_PLUGINS: dict[str, list[str]] = {}  # plugin module path -> the names it registered
 _LOCK = threading.RLock()
 
 # name -> module (relative to this package) that registers it. Filled as families are added.
@@ -79,15 +80,22 @@ def list_reasoning_parsers() -> list[str]:
 
 
 def load_reasoning_plugin(module_path: str) -> list[str]:
-    """Import a plugin module by dotted path; return the names it registered."""
+    """Import a plugin module by dotted path; return the names it registered (the same names on
+    every call: a module is imported once, and what it registered is remembered)."""
     with _LOCK:
+        known = _PLUGINS.get(module_path)
+        if known is not None:
+            return list(known)
         before = set(_REGISTRY)
-    try:
-        importlib.import_module(module_path)
-    except ImportError as e:
-        raise ValueError(f"cannot import reasoning parser plugin {module_path!r}: {e}") from e
-    with _LOCK:
-        return sorted(set(_REGISTRY) - before)
+        try:
+            importlib.import_module(module_path)
+        except ImportError as e:
+            raise ValueError(f"cannot import reasoning parser plugin {module_path!r}: {e}") from e
+        names = sorted(set(_REGISTRY) - before)
+        if not names:  # imported earlier by other means: its classes' module tells what it registered
+            names = sorted(n for n, c in _REGISTRY.items() if c.__module__ == module_path)
+        _PLUGINS[module_path] = names
+        return list(names)
 
 
 def get_reasoning_parser(name: str) -> type[ReasoningParser]:

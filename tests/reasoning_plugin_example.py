@@ -3,7 +3,7 @@
 Load it by dotted path: ``get_reasoning_parser("tests.reasoning_plugin_example")`` (or
 ``load_reasoning_plugin``), then use the names it registered, e.g. ``get_reasoning_parser("example_think")``.
 Its family writes ``<reasoning>`` … ``</reasoning>`` and ends its thinking implicitly at ``<call>``.
-The dotted path is registered too, so asking for the path again returns the same class.
+Asking for the path again returns the same class: the registry remembers what a plugin registered.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from reasoning.markers import TokenMarkerParser
 from reasoning.registry import register_reasoning_parser
 
 
-@register_reasoning_parser("example_think", __name__)
+@register_reasoning_parser("example_think")
 class ExampleThinkParser(TokenMarkerParser):
     start_markers = ("<reasoning>",)
     end_markers = ("</reasoning>",)

@@ -57,7 +57,7 @@ def test_plugin_by_dotted_path(monkeypatch):
     assert get_reasoning_parser("example_think") is cls
     assert "example_think" in list_reasoning_parsers()
     assert get_reasoning_parser("tests.reasoning_plugin_example") is cls  # asking again is fine
-    assert load_reasoning_plugin("tests.reasoning_plugin_example") == []  # already registered
+    assert load_reasoning_plugin("tests.reasoning_plugin_example") == ["example_think"]  # remembered
     v = Vocabulary.byte_level(["<end>", "<turn>", "<reasoning>", "</reasoning>", "<call>"])
     p = cls(v)
     ids = v.encode("<reasoning>hmm</reasoning>ok")
