@@ -116,11 +116,19 @@ def script_tokens(vocab, script):
     return ids, content_start if content_start is not None else len(ids)
 
 
+_THINK_ROWS: dict = {}
+
+
 def thinking_row_ok(vocab, row, banned=()):
-    """A thinking row allows every real token except ``banned``."""
-    allowed = bits(row)
-    expected = set(range(vocab.vocab_size)) - set(banned)
-    return allowed == expected
+    """A thinking row allows every real token except ``banned`` (compared word by word)."""
+    key = (vocab.name, tuple(sorted(banned)))
+    expected = _THINK_ROWS.get(key)
+    if expected is None:
+        u = np.zeros((vocab.logits_width + 31) // 32 * 32, dtype=np.uint8)
+        u[:vocab.vocab_size] = 1
+        u[list(banned)] = 0
+        expected = _THINK_ROWS[key] = np.packbits(u, bitorder="little").view(np.int32)
+    return np.array_equal(row, expected)
 
 
 def drive(mgr, rid, ids, content_start, *, k=0, chunk=None, rng=None, banned_while_thinking=None,
