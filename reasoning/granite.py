@@ -317,11 +317,14 @@ class GraniteReasoningParser(ReasoningParser):
         r_start = 0
         r_stop = len(ids)
         end: ReasoningEnd | None = None
+        thinking = sc.mode == THINKING
         for kind, s, e in sc.feed(data):
             if kind == "open":
                 r_start = bisect_right(ends, e - 1) + 1
+                thinking = True
             elif kind == "end":
-                r_stop = bisect_right(ends, s) if s >= 0 else 0
+                # from PENDING (no thoughts): the leading whitespace is part of the opening, not reasoning
+                r_stop = (bisect_right(ends, s) if s >= 0 else 0) if thinking else r_start
                 end = ReasoningEnd(bisect_right(ends, e - 1), False)
             else:  # skip
                 r_start = r_stop = 0

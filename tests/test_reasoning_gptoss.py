@@ -317,7 +317,7 @@ BODIES = ["", "ok", "Need to use function get_weather.", '{"location":"SF"}', "f
 CLOSERS = ["<|end|>", "<|return|>", "<|call|>"]
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=250, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(spec=st.lists(st.tuples(st.sampled_from(sorted(HEADERS)), st.sampled_from(BODIES),
                                st.sampled_from(CLOSERS), st.booleans()), min_size=1, max_size=6),
        cut_last=st.booleans(), seed=st.integers(0, 2**32 - 1))
