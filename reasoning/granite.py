@@ -426,7 +426,7 @@ class GraniteTracker(ReasoningTracker):
         return self._sc.mode
 
     def _run(self, sc: _Scanner, token_ids: Sequence[int]) -> ReasoningEnd | None:
-        if sc.mode == ENDED or not token_ids:
+        if sc.mode == ENDED or len(token_ids) == 0:
             return None
         data, ends = _join(self._parser.vocabulary.token_bytes, token_ids)
         for kind, s, e in sc.feed(data):
