@@ -63,6 +63,12 @@ complete an end marker (those whose text up to one of its ``:`` is a suffix of a
 a sufficient one. ``implicit_reasoning_end_token_ids`` is empty: the only implicit end is the model
 skipping its thoughts at the start of its output, which any token can cause. Use the tracker.
 
+While ``PENDING``, the output is neither thinking nor content yet. An engine that constrains the
+content must, at each pending step, allow the grammar's first tokens *and*
+``tracker.keep_thinking_token_ids()`` (leading whitespace and tokens that continue or complete a marker,
+computed once per matched prefix per model): masking with the grammar alone would forbid ``Here`` and
+so the thoughts; masking nothing lets a marker-like prefix (``Here is the``) reach the grammar.
+
 Streams hold back text that may still be part of a marker (at most a marker's length, plus leading
 whitespace while ``PENDING``); call :meth:`GraniteStream.finish` at the end of generation to flush it.
 """
@@ -70,6 +76,7 @@ whitespace while ``PENDING``); call :meth:`GraniteStream.finish` at the end of g
 from __future__ import annotations
 
 import codecs
+import threading
 from bisect import bisect_right
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -97,7 +104,8 @@ _ALL_B = _START_B + _END_B
 _PREFIXES = frozenset(m[:k] for m in _ALL_B for k in range(1, len(m)))  # proper prefixes, PENDING
 _END_PREFIXES = frozenset(m[:k] for m in _END_B for k in range(1, len(m)))  # proper prefixes, THINKING
 _MAX_CARRY = max(len(m) for m in _END_B) - 1
-_WS = frozenset(b" \t\n\r\x0b\x0c")
+_WS_BYTES = b" \t\n\r\x0b\x0c"
+_WS = frozenset(_WS_BYTES)
 _FALSE_STRINGS = frozenset({"false", "0", "no", "off", "none", "disabled"})
 
 # an event of a scan: (kind, start, end) in byte offsets of the data fed in that call; ``start`` may be
@@ -221,6 +229,9 @@ class GraniteReasoningParser(ReasoningParser):
         super().__init__(tokenizer, chat_template_kwargs)
         v = self.vocabulary
         self._special_ids = v.special_token_ids
+        self._keep_lock = threading.Lock()
+        self._keep_cache: dict[bytes, frozenset[int]] = {}
+        self._buckets: tuple[dict[int, list[int]], dict[int, list[int]], list[int]] | None = None
         pieces, self._end_candidates = self._scan_vocabulary()
         for m in START_MARKERS + END_MARKERS:
             if not _can_spell(m.encode(), pieces):
@@ -337,6 +348,47 @@ class GraniteReasoningParser(ReasoningParser):
                     chat_template_kwargs: Mapping[str, Any] | None = None) -> GraniteTracker:
         return GraniteTracker(self, self._initial(prompt_token_ids, chat_template_kwargs))
 
+    def pending_keep_token_ids(self, part: bytes = b"") -> frozenset[int]:
+        """While ``PENDING`` with ``part`` matched: the ordinary tokens that, as the next token, do not
+        end the thinking implicitly (leading whitespace, a continuation of a marker, or a token that
+        completes one). Every other token would be the first content token. Built once per ``part``
+        per model (a pass over the tokens that start with the next marker byte), then cached."""
+        cached = self._keep_cache.get(part)
+        if cached is not None:
+            return cached
+        with self._keep_lock:
+            if self._buckets is None:
+                self._buckets = self._bucket_tokens()
+            raw, stripped, ws_only = self._buckets
+            tb = self.vocabulary.token_bytes
+            rests = {m[len(part):] for m in _ALL_B if m.startswith(part) and len(m) > len(part)}
+            out: set[int] = set(ws_only) if not part else set()
+            for first in {r[0] for r in rests}:
+                for tid in (raw if part else stripped).get(first, ()):
+                    b = tb[tid] if part else tb[tid].lstrip(_WS_BYTES)
+                    if any(r.startswith(b) or b.startswith(r) for r in rests):
+                        out.add(tid)
+            keep = frozenset(out)
+            self._keep_cache[part] = keep
+            return keep
+
+    def _bucket_tokens(self) -> tuple[dict[int, list[int]], dict[int, list[int]], list[int]]:
+        """Ordinary tokens by first byte, by first byte after leading whitespace, and the all-whitespace ones."""
+        raw: dict[int, list[int]] = {}
+        stripped: dict[int, list[int]] = {}
+        ws_only: list[int] = []
+        special = self._special_ids
+        for tid, b in enumerate(self.vocabulary.token_bytes):
+            if not b or tid in special:
+                continue
+            raw.setdefault(b[0], []).append(tid)
+            r = b.lstrip(_WS_BYTES)
+            if r:
+                stripped.setdefault(r[0], []).append(tid)
+            else:
+                ws_only.append(tid)
+        return raw, stripped, ws_only
+
     # -- contract: front end ---------------------------------------------------------------------
     def extract_reasoning(self, text: str, prompt_token_ids: Sequence[int] = (),
                           chat_template_kwargs: Mapping[str, Any] | None = None
@@ -424,6 +476,16 @@ class GraniteTracker(ReasoningTracker):
     def state(self) -> Mode:
         """``PENDING`` (0), ``THINKING`` (1) or ``ENDED`` (2)."""
         return self._sc.mode
+
+    def keep_thinking_token_ids(self) -> frozenset[int] | None:
+        """While ``PENDING``: the tokens that, as the next token, keep the thinking possible (see
+        :meth:`GraniteReasoningParser.pending_keep_token_ids`); any other token is content. An engine
+        that constrains the output lets the grammar's first tokens *or* these through while pending,
+        at every pending step (the decision can take several tokens: ``Here`` ``␣is`` ...). None when
+        not pending (thinking: nothing is masked; ended: the grammar alone)."""
+        if self._sc.mode != PENDING:
+            return None
+        return self._parser.pending_keep_token_ids(self._sc.part)
 
     def _run(self, sc: _Scanner, token_ids: Sequence[int]) -> ReasoningEnd | None:
         if sc.mode == ENDED or len(token_ids) == 0:

@@ -440,3 +440,24 @@ def test_registry_and_stream_misuse(qwen_vocab):
     assert s.finish().reasoning == "Here is my tho"
     with pytest.raises(ValueError):
         s.feed([1])
+
+
+@pytest.mark.parametrize("prefix", ["", "\n", "Here", "Here is my", "  Here's my re", "Here is my thought process"])
+def test_pending_keep_token_ids_match_the_tracker(qparser, qwen_vocab, prefix):
+    """While pending, ``keep_thinking_token_ids`` is exactly the set of next tokens that do not make
+    the output content (checked against ``scan`` on every kept token and a random sample of the rest)."""
+    v = qwen_vocab
+    tr = qparser.new_tracker((), ON)
+    assert tr.advance(v.encode(prefix) if prefix else []) is None
+    assert tr.state == PENDING
+    keep = tr.keep_thinking_token_ids()
+    rng = random.Random(len(prefix))
+    sample = set(rng.sample(range(v.vocab_size), 4000)) | set(keep) | set(v.special_token_ids)
+    for t in sample:
+        e = tr.scan([t])
+        assert (t in keep) == (e is None or not e.is_content), (prefix, v.token_bytes[t])
+    assert v.encode("Here")[0] in qparser.new_tracker((), ON).keep_thinking_token_ids()
+    assert v.encode("{")[0] not in keep
+    tr.advance(v.encode("{"))
+    assert tr.keep_thinking_token_ids() is None  # ended
+    assert qparser.new_tracker((), {"thinking": False}).keep_thinking_token_ids() is None
