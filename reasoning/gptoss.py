@@ -80,7 +80,7 @@ from .base import DeltaMessage, ReasoningEnd, ReasoningParser, ReasoningStream, 
 from .registry import register_reasoning_parser
 
 __all__ = ["GptOssReasoningParser", "GptOssTracker", "GptOssStream", "GptOssSplit", "HarmonyEnd",
-           "HARMONY_SPECIAL_TOKENS", "MAX_HEADER_BYTES"]
+           "HARMONY_SPECIAL_TOKENS", "MAX_HEADER_BYTES", "parse_header"]
 
 HARMONY_SPECIAL_TOKENS: tuple[str, ...] = (
     "<|start|>", "<|channel|>", "<|message|>", "<|end|>", "<|return|>", "<|call|>", "<|constrain|>")
@@ -92,6 +92,7 @@ MAX_HEADER_BYTES = 1024
 
 _FALSE_STRINGS = frozenset({"false", "0", "no", "off", "none", "disabled"})
 _RECIPIENT = re.compile(r"to=([^\s<]+)")
+_SPLIT = re.compile("(" + "|".join(re.escape(s) for s in HARMONY_SPECIAL_TOKENS) + ")")
 
 # machine states
 _HEADER: Literal[0] = 0
@@ -330,14 +331,13 @@ class GptOssReasoningParser(ReasoningParser):
         if st.mode == _ENDED:
             return None, text or None
         parts: dict[str, list[str]] = {_R: [], _C: []}
-        pattern = "(" + "|".join(re.escape(s) for s in _REQUIRED + ("<|constrain|>",)) + ")"
         mode = st.mode
         header = bytes(st.header).decode("utf-8", "replace")
         overflow = st.overflow
         kind = st.kind
         if mode == _BODY and kind in parts:
             parts[kind].append("")  # the prefilled message is a part (its prompt text is not output)
-        for seg in re.split(pattern, text):
+        for seg in _SPLIT.split(text):
             if not seg:
                 continue
             if seg == "<|start|>" or (seg == "<|channel|>" and mode != _HEADER):

@@ -12,7 +12,6 @@ the reasoning, where its header starts), never from the parser.
 
 from __future__ import annotations
 
-import codecs
 import random
 import re
 from collections.abc import Sequence
