@@ -89,6 +89,11 @@ class ReasoningStream(ABC):
         """Add the next generated tokens (``text`` is their decoded text; decoded from the vocabulary
         when None) and return the new reasoning / content text."""
 
+    def finish(self) -> DeltaMessage:
+        """The end of the output: return what was held back (a partial marker prefix, an incomplete
+        UTF-8 sequence). Families that hold nothing back return an empty delta."""
+        return DeltaMessage()
+
 
 class ReasoningParser(ABC):
     """Base class of every reasoning parser family (see the module docstring for lifetimes)."""
