@@ -212,7 +212,8 @@ class StructuredOutputManager:
             requests per schedule, at most ``num_speculative_tokens`` drafts each.
         compile_timeout_s: longest time a request may stay ``COMPILING`` (from ``add_request``).
         cache_limit_bytes, num_compile_threads: for the compiler built when ``compiler`` is None.
-        num_fill_threads: xgrammar batch-matcher threads (``"auto"``: half the hardware threads).
+        num_fill_threads: xgrammar batch-matcher threads (``"auto"``: half the CPUs this process may
+            run on, at least 2 and at most 16).
         batch_fill_min_rows: a round of at least this many rows is filled by the batch matcher
             (threads, outside the GIL); smaller ones one by one.
         compiler: a shared per-model :class:`Compiler` (its vocabulary must be this one).
@@ -254,7 +255,15 @@ class StructuredOutputManager:
         self._bitmask_np = self._bitmask.numpy()
         self._indices = torch.empty((rows,), dtype=torch.int32, pin_memory=pin_memory)
         self._indices_np = self._indices.numpy()
+        if num_fill_threads == "auto":
+            num_fill_threads = _auto_fill_threads()
+        elif isinstance(num_fill_threads, bool) or not isinstance(num_fill_threads, int) or num_fill_threads < 1:
+            raise ValueError(f"num_fill_threads must be a positive integer or 'auto', got {num_fill_threads!r}")
+        self.num_fill_threads = num_fill_threads
         self._batch_matcher = xgr.BatchGrammarMatcher(num_fill_threads)
+        # which precomputed row (thinking / stop-only) each buffer row holds, so that a row that holds
+        # the same one as last step is not written again (None: a filled row)
+        self._static_at: list[np.ndarray | None] = [None] * rows
         self._requests: dict[str, _Request] = {}
 
         # rows precomputed from the vocabulary
@@ -266,6 +275,7 @@ class StructuredOutputManager:
         else:
             self._implicit_ids = self._end_ids = ()
         self._probe_id = _ordinary_token(vocab, self.parser)
+        self._stop_ids = vocab.stop_token_ids
         self._keep_ids: tuple[int, ...] | None = None  # tokens that keep a pending request thinking
 
     # -- construction helpers --------------------------------------------------------------------
@@ -408,14 +418,18 @@ class StructuredOutputManager:
                         fill_reqs.append(req)
                         fill_rows.append(base)
                     else:
-                        walks.append([req, drafts, 0, base, 0])
+                        walks.append([req.matcher, drafts, 0, base, 0, rid, req.check_all])
             elif st is THINKING:
                 if req.matcher is not None:
                     self._thinking_rows(req, drafts, base, row_logits, row_rids, walks)
             elif st is TERMINATED:
                 stop = self._stop_row
+                static_at = self._static_at
                 for j in range(nd + 1):
-                    buf[len(row_logits)] = stop
+                    i = len(row_logits)
+                    if static_at[i] is not stop:
+                        buf[i] = stop
+                        static_at[i] = stop
                     row_logits.append(base + j)
                     row_rids.append(rid)
             elif st is COMPILING:
@@ -428,6 +442,7 @@ class StructuredOutputManager:
                                      f"is_ready() before scheduling it")
             base += 1 + nd
 
+        n_static = len(row_logits)  # rows so far hold precomputed rows; the ones below are filled
         if fill_reqs:
             self._fill_plain(fill_reqs, fill_rows, row_logits, row_rids)
         if walks:
@@ -435,6 +450,8 @@ class StructuredOutputManager:
         n = len(row_logits)
         if n == 0:
             return None
+        if n_static < n:
+            self._static_at[n_static:n] = [None] * (n - n_static)
         self._indices_np[:n] = row_logits
         return BitmaskBatch(self._bitmask[:n], self._indices[:n], row_rids, base)
 
@@ -458,7 +475,7 @@ class StructuredOutputManager:
             if m is None:  # unconstrained
                 req.n_out += len(token_ids)
                 return _OK
-            return self._feed(req, m, token_ids, 0)
+            return self._feed(req, m, token_ids)
         if st is THINKING:
             end = req.tracker.advance(token_ids)  # type: ignore[union-attr]
             req.pending = False
@@ -472,7 +489,7 @@ class StructuredOutputManager:
                 return _OK
             start = end.content_start
             req.n_out += start
-            return self._feed(req, m, token_ids[start:], start)
+            return self._feed(req, m, token_ids[start:])
         if st is ERROR:
             return AcceptResult("error", req.message)
         if st is TERMINATED:
@@ -556,8 +573,8 @@ class StructuredOutputManager:
         return self._keep_ids
 
     # -- internals: accept -----------------------------------------------------------------------
-    def _feed(self, req: _Request, m: xgr.GrammarMatcher, tokens: list[int], offset: int) -> AcceptResult:
-        """Feed content tokens to the grammar; ``offset``: index of ``tokens[0]`` in the call."""
+    def _feed(self, req: _Request, m: xgr.GrammarMatcher, tokens: list[int]) -> AcceptResult:
+        """Feed content tokens to the grammar."""
         accept = m.accept_token
         for i, t in enumerate(tokens):
             if not accept(t):
@@ -571,7 +588,9 @@ class StructuredOutputManager:
                 return self._reject(req, t, "")
         req.n_out += len(tokens)
         req.n_content += len(tokens)
-        if tokens and m.is_terminated():
+        # every token was accepted, so only the last can be a stop token (one before it would have
+        # terminated the grammar and failed the next); accepting a stop token terminates it
+        if tokens and tokens[-1] in self._stop_ids:
             req.status = TERMINATED
             return _TERMINATED
         return _OK
@@ -631,16 +650,35 @@ class StructuredOutputManager:
         end = req.tracker.scan(drafts) if nd else None  # type: ignore[union-attr]
         last_thinking = nd if end is None else end.offset  # rows 0..last_thinking are thinking rows
         buf = self._bitmask_np
+        static_at = self._static_at
         rid = req.rid
         for j in range(last_thinking + 1):
             row = req.pending_row if (j == 0 and req.pending) else req.think_row
             if row is not None:
-                buf[len(row_logits)] = row
+                i = len(row_logits)
+                if static_at[i] is not row:  # same row as last step at this place: nothing to write
+                    buf[i] = row
+                    static_at[i] = row
                 row_logits.append(base + j)
                 row_rids.append(rid)
         if end is not None:
-            # the grammar starts at drafts[content_start]; its first row is at end.offset + 1
-            walks.append([req, drafts, end.offset + 1, base, end.content_start])
+            # the grammar starts at drafts[content_start] (the implicit end token itself, or the token
+            # after the end marker); its first row is at end.offset + 1
+            m = req.matcher
+            accepted = 0
+            ok = True
+            for t in drafts[end.content_start:end.offset + 1]:
+                if not m.accept_token(t):  # type: ignore[union-attr]
+                    ok = False  # rejected (its thinking row masks it): no grammar rows
+                    break
+                accepted += 1
+                if t in self._stop_ids:
+                    ok = False  # the output ends here: no rows after it
+                    break
+            if ok:
+                walks.append([m, drafts, end.offset + 1, base, accepted, rid, req.check_all])
+            elif accepted:
+                m.rollback(accepted)  # type: ignore[union-attr]
 
     def _fill_plain(self, reqs: list[_Request], rows: list[int], row_logits: list[int], row_rids: list[str]) -> None:
         """One row per request at its committed state (no drafts, rows never all-allowed)."""
@@ -658,65 +696,43 @@ class StructuredOutputManager:
         row_rids.extend([r.rid for r in reqs])
 
     def _fill_walks(self, walks: list[list[Any]], row_logits: list[int], row_rids: list[str]) -> None:
-        """Requests with drafts (or whose rows may allow everything): fill row j, accept draft j,
-        ... in rounds over all of them, then roll every matcher back to its committed state.
+        """Requests with drafts (or whose rows may allow everything): in rounds over all of them, fill
+        row ``j``, accept draft ``j``; a request leaves when its drafts are used up, a draft is
+        rejected, or a draft is a stop token; then its matcher is rolled back to the committed state.
 
-        A walk is ``[req, drafts, j, base, start]``: ``start`` is the first draft the grammar must accept
-        before row ``j`` is filled (``start < j`` when the thinking ends inside the drafts)."""
+        A walk is ``[matcher, drafts, j, logits_base, accepted, request_id, check_all]``: ``j`` is the
+        next row to fill, ``accepted`` the drafts accepted so far (to roll back)."""
         bm = self._bitmask
-        live: list[list[Any]] = []
-        rollback: list[tuple[xgr.GrammarMatcher, int]] = []
-        for w in walks:
-            req, drafts, j, _, start = w
-            m = req.matcher
-            ok = True
-            for i in range(start, j):  # content drafts before the first grammar row
-                if not m.accept_token(drafts[i]):
-                    ok = False
-                    break
-                w[4] += 1
-                if m.is_terminated():
-                    ok = False
-                    break
-            accepted = w[4] - start
-            w[4] = accepted
-            if ok and j <= len(drafts):
-                live.append(w)
-            elif accepted:
-                rollback.append((m, accepted))
+        stops = self._stop_ids
+        live = walks
         while live:
             n0 = len(row_logits)
-            plain = [w for w in live if not w[0].check_all]
-            if len(plain) >= self.batch_fill_min_rows:
+            if len(live) >= self.batch_fill_min_rows and not any(w[6] for w in live):
                 self._batch_matcher.batch_fill_next_token_bitmask(
-                    [w[0].matcher for w in plain], bm, list(range(n0, n0 + len(plain))))
-                for w in plain:
-                    row_logits.append(w[3] + w[2])
-                    row_rids.append(w[0].rid)
-                checked = [w for w in live if w[0].check_all]
+                    [w[0] for w in live], bm, list(range(n0, n0 + len(live))))
+                row_logits.extend([w[3] + w[2] for w in live])
+                row_rids.extend([w[5] for w in live])
             else:
-                checked = live
-                plain = []
-            for w in checked:
-                i = len(row_logits)
-                if w[0].matcher.fill_next_token_bitmask(bm, i) or not w[0].check_all:
-                    row_logits.append(w[3] + w[2])
-                    row_rids.append(w[0].rid)
+                for w in live:
+                    # a row that allows everything (possible only when check_all) costs no row
+                    if w[0].fill_next_token_bitmask(bm, len(row_logits)) or not w[6]:
+                        row_logits.append(w[3] + w[2])
+                        row_rids.append(w[5])
             nxt: list[list[Any]] = []
             for w in live:
-                req, drafts, j = w[0], w[1], w[2]
-                m = req.matcher
-                if j < len(drafts) and m.accept_token(drafts[j]):
-                    w[4] += 1
-                    if not m.is_terminated():
-                        w[2] = j + 1
-                        nxt.append(w)
-                        continue
+                j = w[2]
+                drafts = w[1]
+                if j < len(drafts):
+                    t = drafts[j]
+                    if w[0].accept_token(t):
+                        w[4] += 1
+                        if t not in stops:  # a stop token terminates the grammar: no rows after it
+                            w[2] = j + 1
+                            nxt.append(w)
+                            continue
                 if w[4]:
-                    rollback.append((m, w[4]))
+                    w[0].rollback(w[4])
             live = nxt
-        for m, n in rollback:
-            m.rollback(n)
 
 
 # -- row helpers -----------------------------------------------------------------------------------
@@ -741,6 +757,16 @@ def _row_without(row: np.ndarray, ids: Sequence[int]) -> np.ndarray:
     for t in ids:
         u[t >> 5] &= np.uint32(~(1 << (t & 31)) & 0xFFFFFFFF)
     return out
+
+
+def _auto_fill_threads() -> int:
+    import os
+
+    try:
+        n = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # pragma: no cover - not Linux
+        n = os.cpu_count() or 2
+    return max(2, min(16, n // 2))
 
 
 def _ordinary_token(vocab: Vocabulary, parser: ReasoningParser | None) -> int | None:
