@@ -1,0 +1,192 @@
+"""The per-model compiler: control tokens never in free text, token-level formats by name, validation
+messages, the "allows everything" rows, and the compile pool."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import numpy as np
+import pytest
+import torch
+import xgrammar as xgr
+
+from reasoning import Vocabulary
+from structured_output import Compiler, Constraint, StructuredOutputManager
+from structured_output.compiler import _CompilePool, control_token_bytes, xgrammar_message
+
+
+@pytest.fixture(scope="module")
+def qwen_compiler(qwen_vocab):
+    c = Compiler(qwen_vocab, num_threads=2)
+    yield c
+    c.close()
+
+
+def _allowed(matcher: xgr.GrammarMatcher, width: int) -> set[int]:
+    bm = torch.empty((1, (width + 31) // 32), dtype=torch.int32)
+    matcher.fill_next_token_bitmask(bm, 0)
+    return set(np.nonzero(np.unpackbits(bm[0].numpy().view(np.uint8), bitorder="little"))[0].tolist())
+
+
+def test_tokenizer_info_spells_control_tokens_privately(qwen_vocab, qwen_compiler):
+    v = qwen_vocab
+    ti = qwen_compiler.tokenizer_info
+    assert ti.vocab_size == v.logits_width
+    assert sorted(ti.stop_token_ids) == sorted(v.stop_token_ids)
+    # xgrammar's "special" (never allowed) ids: exactly the padding ids past the tokenizer's size and
+    # the ids the tokenizer leaves undefined; control tokens are ordinary ids with private bytes
+    undefined = {i for i, b in enumerate(v.token_bytes) if not b}
+    assert set(ti.special_token_ids) == undefined | set(range(v.vocab_size, v.logits_width))
+    assert ti.decoded_vocab[v.token_id("<tool_call>")] == control_token_bytes(v.token_id("<tool_call>"))
+
+
+@pytest.mark.parametrize("constraint, prefix", [
+    (Constraint.json_schema({"type": "object", "properties": {"s": {"type": "string"}}}), '{"s": "'),
+    (Constraint.json_object(), '{"k": ["'),
+    (Constraint.regex(r"(.|\n)*"), "free text "),
+    (Constraint.grammar('root ::= [^"]* "."'), "any "),
+    (Constraint.structural_tag({"type": "any_text"}), "text "),
+])
+def test_control_tokens_never_in_free_text(qwen_vocab, qwen_compiler, constraint, prefix):
+    v = qwen_vocab
+    m = xgr.GrammarMatcher(qwen_compiler.compile(constraint).grammar)
+    for t in v.encode(prefix):
+        assert m.accept_token(t)
+    allowed = _allowed(m, v.logits_width)
+    assert len(allowed) > 200_000  # free text: almost everything
+    non_stop_controls = v.special_token_ids - v.stop_token_ids
+    assert allowed.isdisjoint(non_stop_controls)
+    for t in non_stop_controls:
+        assert not m.fork().accept_token(t)
+
+
+def test_token_formats_name_control_tokens(qwen_vocab, qwen_compiler):
+    v = qwen_vocab
+    tc, etc, stop = v.token_id("<tool_call>"), v.token_id("</tool_call>"), v.token_id("<|im_end|>")
+    tag = {"type": "structural_tag", "format": {"type": "sequence", "elements": [
+        {"type": "const_string", "value": "Calling: "},
+        {"type": "token", "token": "<tool_call>"},
+        {"type": "json_schema", "json_schema": {"type": "object", "properties": {"q": {"type": "string"}},
+                                                "required": ["q"]}},
+        {"type": "token", "token": etc}]}}
+    c = qwen_compiler.compile(Constraint.structural_tag(tag))
+    assert c.may_allow_all  # token-level formats: a row could allow everything
+    m = xgr.GrammarMatcher(c.grammar)
+    for t in v.encode("Calling: "):
+        assert m.accept_token(t)
+    assert _allowed(m, v.logits_width) == {tc}
+    assert m.accept_token(tc)
+    for t in v.encode('{"q": "<') + v.encode("tool_call> spelled as text"):
+        assert m.accept_token(t)
+    assert tc not in _allowed(m, v.logits_width)
+    for t in v.encode('"}'):
+        assert m.accept_token(t)
+    assert _allowed(m, v.logits_width) == {etc}
+    assert m.accept_token(etc)
+    assert _allowed(m, v.logits_width) == set(v.stop_token_ids)
+    assert m.accept_token(stop) and m.is_terminated()
+
+
+def test_resolve_structural_tag_names(qwen_vocab, qwen_compiler):
+    v = qwen_vocab
+    tag = {"type": "token_triggered_tags", "trigger_tokens": ["<tool_call>"], "exclude_tokens": ["<think>", 5],
+           "tags": [{"type": "tag", "begin": {"type": "token", "token": "<tool_call>"},
+                     "content": {"type": "any_tokens", "exclude_tokens": ["</tool_call>"]},
+                     "end": {"type": "token", "token": "</tool_call>"}}]}
+    out, token_level = qwen_compiler.resolve_structural_tag(tag)
+    assert token_level
+    assert out["type"] == "structural_tag"  # a bare format is wrapped
+    f = out["format"]
+    assert f["trigger_tokens"] == [v.token_id("<tool_call>")]
+    assert f["exclude_tokens"] == [v.token_id("<think>"), 5]
+    assert f["tags"][0]["begin"]["token"] == v.token_id("<tool_call>")
+    assert f["tags"][0]["content"]["exclude_tokens"] == [v.token_id("</tool_call>")]
+    assert tag["trigger_tokens"] == ["<tool_call>"]  # the caller's tag is not mutated
+    dispatch = {"type": "token_dispatch", "rules": [["<tool_call>", {"type": "const_string", "value": "x"}]],
+                "exclude_tokens": ["<|im_end|>"]}
+    out, _ = qwen_compiler.resolve_structural_tag({"type": "structural_tag", "format": dispatch})
+    assert out["format"]["rules"][0][0] == v.token_id("<tool_call>")
+    # an ordinary single token can be named too
+    out, _ = qwen_compiler.resolve_structural_tag({"type": "token", "token": "hello"})
+    assert out["format"]["token"] == v.encode("hello")[0]
+    _, token_level = qwen_compiler.resolve_structural_tag({"type": "const_string", "value": "<tool_call>"})
+    assert not token_level
+    with pytest.raises(ValueError, match=r"\$\.format\.exclude_tokens\[1\]: 'two words' is not a single token"):
+        qwen_compiler.resolve_structural_tag({"type": "any_tokens", "exclude_tokens": ["<think>", "two words"]})
+    with pytest.raises(ValueError, match="structural_tag"):
+        qwen_compiler.resolve_structural_tag({"format": {}})
+
+
+def test_xgrammar_message_is_clean():
+    e = RuntimeError('[12:38:52] /project/cpp/json_schema_converter.cc:5082: Unsupported type "foo"\n')
+    assert xgrammar_message(e) == 'Unsupported type "foo"'
+    e = RuntimeError("[12:35:45] /project/cpp/grammar_compiler.cc:1318: Check failed: (x) is false: "
+                     "Invalid structural tag error: boom")
+    assert xgrammar_message(e) == "Invalid structural tag error: boom"
+
+
+def test_compile_raises_value_error_with_kind(qwen_compiler):
+    with pytest.raises(ValueError, match="invalid regex"):
+        qwen_compiler.compile(Constraint.regex("[z-a]"))
+    with pytest.raises(ValueError, match="expected a Constraint"):
+        qwen_compiler.submit("json")  # type: ignore[arg-type]
+
+
+def test_rows_that_allow_everything_cost_nothing():
+    """On a vocabulary without padding, a token-level grammar can allow every id: no row then."""
+    v = Vocabulary.byte_level(["<|end|>", "<think>", "</think>"], stop_tokens=["<|end|>"])
+    assert v.logits_width == v.vocab_size
+    comp = Compiler(v, num_threads=1)
+    try:
+        mgr = StructuredOutputManager(v, None, compiler=comp, num_speculative_tokens=2)
+        mgr.add_request("all", Constraint.structural_tag({"type": "any_tokens"}))
+        mgr.add_request("some", Constraint.structural_tag({"type": "any_tokens", "exclude_tokens": ["<think>"]}))
+        mgr.add_request("text", Constraint.regex("[a-z]+"))
+        while not all(mgr.is_ready(r) for r in ("all", "some", "text")):
+            time.sleep(0.002)
+        batch = mgr.grammar_bitmask(["all", "some", ("text", [ord("a"), ord("b")])])
+        assert batch is not None
+        got = sorted(zip(batch.logits_indices.tolist(), batch.request_ids))
+        assert got == [(1, "some"), (2, "text"), (3, "text"), (4, "text")]
+        assert mgr.grammar_bitmask(["all"]) is None
+        assert mgr.accept_tokens("all", v.encode("<think>x")).status == "ok"
+        assert mgr.accept_tokens("some", v.encode("<think>")).status == "error"
+    finally:
+        comp.close()
+
+
+def test_compile_pool_replaces_an_overdue_worker():
+    pool = _CompilePool(1, "test")
+    gate = threading.Event()
+    try:
+        stuck = pool.submit(lambda: gate.wait(10) and "late")
+        t0 = time.monotonic()
+        while not stuck.running():
+            assert time.monotonic() - t0 < 5
+            time.sleep(0.001)
+        queued = pool.submit(lambda: "next")
+        time.sleep(0.05)
+        assert not queued.done()  # the only worker is stuck
+        assert pool.mark_overdue(stuck) and not pool.mark_overdue(stuck)
+        assert queued.result(5) == "next"  # a replacement took over
+        assert not pool.mark_overdue(queued)  # done: nothing to replace
+        gate.set()
+        assert stuck.result(5) == "late"
+        failing = pool.submit(lambda: 1 / 0)
+        with pytest.raises(ZeroDivisionError):
+            failing.result(5)
+    finally:
+        gate.set()
+        pool.close()
+    with pytest.raises(RuntimeError, match="closed"):
+        pool.submit(lambda: None)
+
+
+def test_compiler_rejects_bad_settings(qwen_vocab):
+    with pytest.raises(ValueError, match="num_threads"):
+        Compiler(qwen_vocab, num_threads=0)
+    with pytest.raises(ValueError, match="cache_limit_bytes"):
+        Compiler(qwen_vocab, cache_limit_bytes=-1)
+    with pytest.raises(ValueError, match="no stop token"):
+        Compiler(Vocabulary("nostop", [b"a", b"b"], {}, []))
