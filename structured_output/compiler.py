@@ -14,7 +14,9 @@ strings, regex, EBNF character classes, ``any_text``) can ever match such a toke
 token-level formats of a structural tag (``token``, ``exclude_token``, ``any_tokens``,
 ``token_triggered_tags``, ``token_dispatch``) still match it by id. Token names in those formats are
 resolved to ids with the :class:`~reasoning.Vocabulary` before compiling (a name that is not one token
-is a ``ValueError``). Stop tokens are xgrammar's stop tokens: allowed only where the grammar may end.
+is a ``ValueError``), and a literal the output must spell (``const_string``, a tag's ``begin`` /
+``end``, a trigger, a separator) that contains a control token's text is a ``ValueError`` naming
+it (it could never match the token the model writes). Stop tokens are xgrammar's stop tokens: allowed only where the grammar may end.
 Ids the tokenizer leaves undefined and ids past its size (up to the logits width) are never allowed.
 (Building the vocabulary with ``b""`` for control tokens, the usual trick, makes xgrammar treat them
 as *special*: never allowed, not even by a ``token`` format, so a tool-call tag could not start
@@ -246,6 +248,8 @@ class Compiler:
         self.num_words = (self.logits_width + 31) // 32
         # can a text-only grammar ever allow every id? Only if xgrammar has no id it never allows.
         self._text_may_allow_all = len(self.tokenizer_info.special_token_ids) == 0
+        # control-token texts, longest first (checked in structural-tag literals)
+        self._control_texts = sorted((t for t in self.vocabulary.special_tokens if t), key=len, reverse=True)
         self._lock = threading.Lock()
         self._cache: OrderedDict[str, tuple[CompiledConstraint, Future]] = OrderedDict()
         self._cache_bytes = 0
@@ -364,6 +368,12 @@ class Compiler:
             return node
         out = {k: self._resolve(v, found, f"{path}.{k}") for k, v in node.items()}
         kind = node.get("type")
+        for field_name in _LITERAL_FIELDS.get(kind, ()) if isinstance(kind, str) else ():
+            self._check_literal(out.get(field_name), f"{path}.{field_name}")
+        if kind == "dispatch" and isinstance(out.get("rules"), list):
+            for i, r in enumerate(out["rules"]):
+                if isinstance(r, list) and r:
+                    self._check_literal(r[0], f"{path}.rules[{i}][0]")
         if isinstance(kind, str) and (kind in _TOKEN_FIELDS or kind == "token_dispatch"):
             found[0] = True
             for field_name in _TOKEN_FIELDS.get(kind, ()):
@@ -378,6 +388,22 @@ class Compiler:
                                 if isinstance(r, list) and len(r) == 2 else r
                                 for i, r in enumerate(out["rules"])]
         return out
+
+    def _check_literal(self, value: Any, where: str) -> None:
+        """A literal the output must spell (const_string, tag begin/end, trigger, separator) may not
+        contain a control token's text: text never produces a control token (see the module
+        docstring), so such a format could never match what the model writes."""
+        values = value if isinstance(value, list) else [value]
+        for lit in values:
+            if not isinstance(lit, str) or not lit:
+                continue
+            for text in self._control_texts:
+                if text in lit:
+                    raise ValueError(
+                        f"invalid structural tag: {where}: {lit!r} contains {text!r}, a control token of the "
+                        f"vocabulary {self.vocabulary.name!r}; text never produces a control token, so "
+                        f"name it with a token format: "
+                        f"{json.dumps({'type': 'token', 'token': text}, ensure_ascii=False)}")
 
     def _token(self, value: Any, where: str) -> Any:
         vocab = self.vocabulary
@@ -432,6 +458,14 @@ class Compiler:
                 self._cache_bytes -= old.memory_bytes
                 self._counts["evictions"] += 1
 
+
+# structural-tag formats: type -> fields whose strings the output spells literally
+_LITERAL_FIELDS: dict[str, tuple[str, ...]] = {
+    "const_string": ("value",),
+    "tag": ("begin", "end"),
+    "triggered_tags": ("triggers",),
+    "tags_with_separator": ("separator",),
+}
 
 _KIND_NAMES = {"json_schema": "JSON schema", "json_object": "JSON object", "regex": "regex",
                "grammar": "grammar", "choice": "choice", "structural_tag": "structural tag"}

@@ -110,12 +110,29 @@ def test_resolve_structural_tag_names(qwen_vocab, qwen_compiler):
     # an ordinary single token can be named too
     out, _ = qwen_compiler.resolve_structural_tag({"type": "token", "token": "hello"})
     assert out["format"]["token"] == v.encode("hello")[0]
-    _, token_level = qwen_compiler.resolve_structural_tag({"type": "const_string", "value": "<tool_call>"})
+    _, token_level = qwen_compiler.resolve_structural_tag({"type": "const_string", "value": "tool_call"})
     assert not token_level
     with pytest.raises(ValueError, match=r"\$\.format\.exclude_tokens\[1\]: 'two words' is not a single token"):
         qwen_compiler.resolve_structural_tag({"type": "any_tokens", "exclude_tokens": ["<think>", "two words"]})
     with pytest.raises(ValueError, match="structural_tag"):
         qwen_compiler.resolve_structural_tag({"format": {}})
+
+
+@pytest.mark.parametrize("fmt, where", [
+    ({"type": "const_string", "value": "go <tool_call>"}, "$.format.value"),
+    ({"type": "tag", "begin": "<tool_call>\n", "content": {"type": "any_text"}, "end": "</tool_call>"},
+     "$.format.begin"),
+    ({"type": "tag", "begin": {"type": "token", "token": "<tool_call>"}, "content": {"type": "any_text"},
+      "end": ["x", "\n</tool_call>"]}, "$.format.end"),
+    ({"type": "triggered_tags", "triggers": ["<tool_call>"], "tags": []}, "$.format.triggers"),
+    ({"type": "tags_with_separator", "tags": [], "separator": "<|im_end|>"}, "$.format.separator"),
+    ({"type": "dispatch", "rules": [["<think>", {"type": "const_string", "value": "x"}]]}, "$.format.rules[0][0]"),
+])
+def test_control_token_text_in_literals_is_rejected(qwen_compiler, fmt, where):
+    with pytest.raises(ValueError) as e:
+        qwen_compiler.compile(Constraint.structural_tag({"type": "structural_tag", "format": fmt}))
+    msg = str(e.value)
+    assert where in msg and "control token" in msg and '{"type": "token", "token": "<' in msg
 
 
 def test_xgrammar_message_is_clean():
