@@ -1,0 +1,91 @@
+"""Tool choice: constraints for tool calls in each model's own syntax, and readers for them.
+
+    from structured_output.tools import build_tool_constraint, get_tool_reader
+    c = build_tool_constraint(tools, "required", format="hermes", parallel_tool_calls=False)
+    mgr.add_request(rid, c, prompt_ids)          # c is None when the request asks for no constraint
+    ...
+    result = get_tool_reader("hermes", tools, "required").read(text_after_thinking)
+    result.content, [call.to_openai() for call in result.calls]
+
+Formats (``list_tool_formats()``): hermes (qwen3), qwen3_coder (qwen3_xml), llama3_json, mistral,
+deepseek_v3, deepseek_v31, deepseek_v32, deepseek_v4, kimi_k2, glm47, minimax_m2, gemma4, openai
+(harmony), json (no model syntax: a JSON array of calls). Each is one declarative definition from which
+both its constraint and its reader are built (``formats.py``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from reasoning.vocabulary import Vocabulary
+
+from ..constraints import Constraint
+from .formats import (DEFAULT_MAX_WHITESPACE, CallFormat, HarmonyFormat, JsonCallsFormat, ToolFormat,
+                      get_tool_format, list_tool_formats, register_tool_format)
+from .request import (STRICTNESS_LEVELS, Strictness, ToolChoiceMode, ToolRequest, ToolSpec,
+                      normalize_tool_request, tool_calls_json_schema)
+from .results import ToolCall, ToolCallsResult
+
+__all__ = [
+    "build_tool_constraint", "get_tool_reader", "ToolReader", "list_tool_formats", "get_tool_format",
+    "register_tool_format", "normalize_tool_request", "tool_calls_json_schema",
+    "ToolRequest", "ToolSpec", "ToolCall", "ToolCallsResult", "ToolFormat", "CallFormat", "HarmonyFormat",
+    "JsonCallsFormat", "Strictness", "ToolChoiceMode", "STRICTNESS_LEVELS", "DEFAULT_MAX_WHITESPACE",
+]
+
+
+def build_tool_constraint(
+    tools: Sequence[Mapping[str, Any]] | None,
+    tool_choice: str | Mapping[str, Any] | None = "auto",
+    *,
+    format: str,
+    parallel_tool_calls: bool = True,
+    strictness: Strictness = "auto",
+    vocabulary: Vocabulary | None = None,
+    max_whitespace: int | None = DEFAULT_MAX_WHITESPACE,
+) -> Constraint | None:
+    """The constraint for an OpenAI-shaped tool request in ``format``'s call syntax, or None when the
+    request asks for none (``auto`` / ``none`` without a strict tool or a strictness that asks).
+
+    The constraint applies to the output after the thinking (the manager gates it), except for the
+    ``openai`` harmony format, which covers the whole output (add it with ``include_reasoning=False``).
+    Markers are named as token strings; the manager resolves them. With ``vocabulary`` the free text
+    of ``auto`` excludes every control token but the stop tokens (not only the family's markers), and a
+    marker that is ordinary text in that vocabulary is matched as text. ``max_whitespace`` caps
+    consecutive whitespace inside JSON arguments (None: no cap).
+
+    Raises ``ValueError`` for a bad request (see :func:`normalize_tool_request`), an unknown format
+    (listing the known ones), or a schema the format cannot write. The caller's tools are never
+    mutated."""
+    fmt = get_tool_format(format)
+    request = normalize_tool_request(tools, tool_choice, parallel_tool_calls=parallel_tool_calls,
+                                     strictness=strictness)
+    return fmt.constraint(request, vocabulary=vocabulary, max_whitespace=max_whitespace)
+
+
+class ToolReader:
+    """Reads the calls of one request's output in one format (the same definition as its constraint).
+
+    ``read(text)`` takes the text after the thinking (for ``openai``: the whole output, special tokens
+    written out) and returns content and calls; text that does not follow the call syntax stays
+    content. Stateless after construction; safe to share."""
+
+    def __init__(self, format: str, tools: Sequence[Mapping[str, Any]] | None,
+                 tool_choice: str | Mapping[str, Any] | None = "auto", *, parallel_tool_calls: bool = True,
+                 strictness: Strictness = "auto") -> None:
+        self.format = get_tool_format(format)
+        self.request = normalize_tool_request(tools, tool_choice, parallel_tool_calls=parallel_tool_calls,
+                                              strictness=strictness)
+
+    def read(self, text: str) -> ToolCallsResult:
+        if not isinstance(text, str):
+            raise ValueError(f"text must be a str, got {type(text).__name__}")
+        return self.format.read(text, self.request)
+
+
+def get_tool_reader(format: str, tools: Sequence[Mapping[str, Any]] | None,
+                    tool_choice: str | Mapping[str, Any] | None = "auto", *, parallel_tool_calls: bool = True,
+                    strictness: Strictness = "auto") -> ToolReader:
+    """A :class:`ToolReader` for ``format`` and this request (same arguments as the constraint)."""
+    return ToolReader(format, tools, tool_choice, parallel_tool_calls=parallel_tool_calls, strictness=strictness)

@@ -1,0 +1,398 @@
+"""Argument syntaxes: how a call's arguments are written, as a constraint and as a reader.
+
+Each syntax builds the structural-tag format of one tool's arguments and reads them back from the same
+definition, so the two cannot drift:
+
+- :class:`JsonArgs`: a JSON object (hermes, llama3, mistral, deepseek v3/v3.1, kimi, harmony);
+- :class:`XmlArgs`: one tag per parameter, raw text for string parameters and JSON for the others
+  (qwen3_coder ``<parameter=k>``, minimax ``<parameter name="k">``, DSML ``<｜DSML｜parameter ...>``,
+  GLM ``<arg_key>k</arg_key><arg_value>v</arg_value>``);
+- :class:`GemmaArgs`: Gemma 4's JSON-like syntax with unquoted keys and strings between ``<|"|>`` tokens.
+
+Raw string values are any text without the parameter's closing tag (a regex of character classes, so
+no control token either); JSON strings nested in an XML parameter exclude the closing tag too. Hence
+the first closing tag after a value is its own, and the reader cuts there.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from .request import ToolSpec
+from .syntax import Fmt, Literal, const, json_fmt, no_substring_regex, opt, or_, regex, seq, star
+
+__all__ = ["ArgsSyntax", "JsonArgs", "XmlArgs", "GemmaArgs", "NoMatch", "resolve_ref", "is_raw_string"]
+
+
+class NoMatch(Exception):
+    """The text does not follow the syntax at this point (the reader falls back to content)."""
+
+
+def resolve_ref(schema: Any, defs: Mapping[str, Any], *, depth: int = 0) -> Any:
+    """Follow local ``$ref`` (``#/$defs/X`` / ``#/definitions/X``) until a schema without one."""
+    while isinstance(schema, Mapping) and isinstance(schema.get("$ref"), str) and depth < 32:
+        ref = schema["$ref"]
+        for key in ("$defs", "definitions"):
+            prefix = f"#/{key}/"
+            if ref.startswith(prefix) and ref[len(prefix):] in defs.get(key, {}):
+                schema = defs[key][ref[len(prefix):]]
+                break
+        else:
+            raise ValueError(f"unresolvable $ref {ref!r}")
+        depth += 1
+    return schema
+
+
+def is_raw_string(schema: Any, defs: Mapping[str, Any]) -> bool:
+    """True when an XML parameter with this schema is written as raw text (a string parameter):
+    ``type: string``, or an ``enum`` / ``const`` of strings without a type. Anything else is JSON."""
+    s = resolve_ref(schema, defs)
+    if not isinstance(s, Mapping):
+        return False
+    t = s.get("type")
+    if t == "string":
+        return True
+    if t is None:
+        if "const" in s:
+            return isinstance(s["const"], str)
+        if "enum" in s and isinstance(s["enum"], list) and s["enum"]:
+            return all(isinstance(v, str) for v in s["enum"])
+    return False
+
+
+def _defs_of(schema: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: schema[k] for k in ("$defs", "definitions") if isinstance(schema.get(k), Mapping)}
+
+
+def _with_defs(sub: Any, defs: Mapping[str, Any]) -> Any:
+    if not defs or not isinstance(sub, Mapping):
+        return sub
+    return {**sub, **defs}
+
+
+def _skip_ws(text: str, p: int) -> int:
+    while p < len(text) and text[p] in " \t\r\n":
+        p += 1
+    return p
+
+
+_DECODER = json.JSONDecoder()
+
+
+class ArgsSyntax:
+    """Base class: ``build(tool, lit, max_whitespace)`` -> format, ``read(text, pos, tool)`` ->
+    (arguments JSON text, end position) or :class:`NoMatch`."""
+
+    def build(self, tool: ToolSpec, lit: Literal, max_whitespace: int | None) -> Fmt:
+        raise NotImplementedError
+
+    def read(self, text: str, pos: int, tool: ToolSpec) -> tuple[str, int]:
+        raise NotImplementedError
+
+
+@dataclass(frozen=True)
+class JsonArgs(ArgsSyntax):
+    """The arguments are one JSON object; the reader returns it as written."""
+
+    def build(self, tool: ToolSpec, lit: Literal, max_whitespace: int | None) -> Fmt:
+        return json_fmt(tool.schema, max_whitespace=max_whitespace)
+
+    def read(self, text: str, pos: int, tool: ToolSpec) -> tuple[str, int]:
+        try:
+            obj, end = _DECODER.raw_decode(text, pos)
+        except json.JSONDecodeError as e:
+            raise NoMatch(str(e)) from None
+        if not isinstance(obj, dict):
+            raise NoMatch("arguments are not a JSON object")
+        return text[pos:end], end
+
+
+@dataclass(frozen=True)
+class XmlArgs(ArgsSyntax):
+    """One element per parameter: ``param_begin`` (with ``{key}``, and ``{string}`` -> ``true`` /
+    ``false`` for DSML), the value, ``param_end``. ``close`` is the closing tag inside ``param_end``
+    that a value never contains. Parameters follow the schema's order; required ones must appear.
+    A tool whose arguments are not enforced takes any parameter names with raw text values (DSML:
+    raw or JSON as its ``string`` attribute says)."""
+
+    param_begin: str
+    param_end: str
+    close: str
+    key_pattern: str = r"[A-Za-z_][A-Za-z0-9_.\-]*"
+
+    def __post_init__(self) -> None:
+        if self.close not in self.param_end:
+            raise ValueError("XmlArgs: close must occur in param_end")
+
+    @property
+    def _has_string_attr(self) -> bool:
+        return "{string}" in self.param_begin
+
+    def _begin(self, key: str, raw: bool) -> str:
+        return self.param_begin.replace("{key}", key).replace("{string}", "true" if raw else "false")
+
+    def _raw_value(self, sub: Mapping[str, Any] | None) -> Fmt:
+        if sub is not None:
+            values = [sub["const"]] if "const" in sub else sub.get("enum")
+            if isinstance(values, list) and values and all(isinstance(v, str) for v in values):
+                for v in values:
+                    if self.close in v:
+                        raise ValueError(f"enum value {v!r} contains the closing tag {self.close!r}")
+                return or_(*[const(v) for v in values])
+            if isinstance(sub.get("pattern"), str):
+                return regex(sub["pattern"])
+        return regex(no_substring_regex(self.close))
+
+    def _param(self, key: str, sub: Any, defs: Mapping[str, Any], lit: Literal, ws: int | None) -> Fmt:
+        raw = is_raw_string(sub, defs)
+        if raw:
+            value = self._raw_value(resolve_ref(sub, defs))
+        else:
+            value = json_fmt(_with_defs(sub, defs), max_whitespace=ws, excludes=[self.close])
+        return seq(lit(self._begin(key, raw)), value, lit(self.param_end))
+
+    def _any_param(self, lit: Literal, ws: int | None) -> Fmt:
+        pre, post = self.param_begin.split("{key}")
+        raw = seq(lit(pre), regex(self.key_pattern), lit(post.replace("{string}", "true")),
+                  regex(no_substring_regex(self.close)), lit(self.param_end))
+        if not self._has_string_attr:
+            return raw
+        js = seq(lit(pre), regex(self.key_pattern), lit(post.replace("{string}", "false")),
+                 json_fmt(True, max_whitespace=ws, excludes=[self.close]), lit(self.param_end))
+        return or_(raw, js)
+
+    def _check_key(self, tool: ToolSpec, key: str) -> None:
+        if not re.fullmatch(self.key_pattern, key):
+            raise ValueError(f"tool {tool.name!r}: parameter name {key!r} cannot be written in this format "
+                             f"(must match {self.key_pattern})")
+
+    def build(self, tool: ToolSpec, lit: Literal, max_whitespace: int | None) -> Fmt:
+        if not tool.enforce:
+            return star(self._any_param(lit, max_whitespace))
+        schema = tool.parameters
+        defs = _defs_of(schema)
+        props = schema.get("properties") or {}
+        required = set(schema.get("required") or ())
+        parts: list[Fmt] = []
+        for key, sub in props.items():
+            self._check_key(tool, key)
+            p = self._param(key, sub, defs, lit, max_whitespace)
+            parts.append(p if key in required else opt(p))
+        missing = required - set(props)
+        if missing:
+            raise ValueError(f"tool {tool.name!r}: required parameters {sorted(missing)} are not in properties")
+        extra = schema.get("additionalProperties", False)
+        if extra is not False and extra is not None:
+            parts.append(star(self._any_param(lit, max_whitespace)))
+        return seq(*parts)
+
+    def read(self, text: str, pos: int, tool: ToolSpec) -> tuple[str, int]:
+        raise NotImplementedError("XmlArgs.read_until needs the call end")
+
+    def read_until(self, text: str, pos: int, tool: ToolSpec, call_end: str) -> tuple[str, int]:
+        """Read parameters from ``pos`` up to (not including) ``call_end``."""
+        schema = tool.parameters
+        defs = _defs_of(schema)
+        props = schema.get("properties") or {} if tool.enforce else {}
+        pre, post = self.param_begin.split("{key}")
+        post_re = re.escape(post).replace(re.escape("{string}"), "(?P<string>true|false)")
+        keys = "|".join(re.escape(k) for k in sorted(props, key=len, reverse=True))
+        key_re = f"(?:{keys}|{self.key_pattern})" if keys else self.key_pattern
+        begin_re = re.compile(re.escape(pre) + f"(?P<key>{key_re})" + post_re)
+        k = self.param_end.index(self.close)
+        out: dict[str, Any] = {}
+        while not text.startswith(call_end, pos):
+            m = begin_re.match(text, pos)
+            if m is None:
+                raise NoMatch("expected a parameter")
+            key = m.group("key")
+            vstart = m.end()
+            idx = text.find(self.close, vstart)
+            vend = idx - k
+            if idx < 0 or vend < vstart or not text.startswith(self.param_end, vend):
+                raise NoMatch("unterminated parameter")
+            raw_text = text[vstart:vend]
+            if key in props:
+                raw = is_raw_string(props[key], defs)
+            elif self._has_string_attr:
+                raw = m.group("string") == "true"
+            else:
+                raw = True
+            if raw:
+                value: Any = raw_text
+            else:
+                try:
+                    value = json.loads(raw_text)
+                except json.JSONDecodeError as e:
+                    raise NoMatch(f"parameter {key!r} is not JSON") from e
+            out[key] = value
+            pos = vend + len(self.param_end)
+        return json.dumps(out, ensure_ascii=False), pos
+
+
+# --------------------------------------------------------------------------------------------------
+# Gemma 4
+
+_GEMMA_KEY = r"[A-Za-z_][A-Za-z0-9_]*"
+
+
+@dataclass(frozen=True)
+class GemmaArgs(ArgsSyntax):
+    """Gemma 4: ``{key:value,...}`` with unquoted keys, strings as ``<|"|>text<|"|>`` (the delimiter is
+    a token), numbers / booleans / null as JSON, at every nesting level, no whitespace. Objects follow
+    the schema's property order; array length bounds other than ``minItems >= 1`` are not enforced."""
+
+    quote: str = '<|"|>'
+    any_depth: int = 3
+
+    def _string(self, lit: Literal, sub: Mapping[str, Any] | None = None) -> Fmt:
+        if sub is not None and isinstance(sub.get("pattern"), str):
+            body = regex(sub["pattern"])
+        else:
+            body = regex(no_substring_regex(self.quote))
+        return seq(lit(self.quote), body, lit(self.quote))
+
+    def _literal(self, v: Any, lit: Literal) -> Fmt:
+        if isinstance(v, str):
+            if self.quote in v:
+                raise ValueError(f"enum value {v!r} contains the string delimiter")
+            return seq(lit(self.quote), const(v), lit(self.quote))
+        if isinstance(v, dict):
+            return seq(const("{"), *_join_fmts([seq(const(k + ":"), self._literal(x, lit)) for k, x in v.items()]),
+                       const("}"))
+        if isinstance(v, list):
+            return seq(const("["), *_join_fmts([self._literal(x, lit) for x in v]), const("]"))
+        return const(json.dumps(v))
+
+    def _any(self, lit: Literal, depth: int) -> Fmt:
+        scalars = [self._string(lit), json_fmt({"type": ["number", "boolean", "null"]}, max_whitespace=None)]
+        if depth <= 0:
+            return or_(*scalars)
+        inner = self._any(lit, depth - 1)
+        arr = seq(const("["), opt(seq(inner, star(seq(const(","), inner)))), const("]"))
+        member = seq(regex(_GEMMA_KEY), const(":"), inner)
+        obj = seq(const("{"), opt(seq(member, star(seq(const(","), member)))), const("}"))
+        return or_(*scalars, arr, obj)
+
+    def _value(self, schema: Any, defs: Mapping[str, Any], lit: Literal, tool: ToolSpec, depth: int = 0) -> Fmt:
+        s = resolve_ref(schema, defs)
+        if s is True or s == {} or not isinstance(s, Mapping):
+            return self._any(lit, self.any_depth)
+        if depth > 16:
+            raise ValueError(f"tool {tool.name!r}: schema nested too deeply for the gemma format")
+        if "const" in s:
+            return self._literal(s["const"], lit)
+        if isinstance(s.get("enum"), list) and s["enum"]:
+            return or_(*[self._literal(v, lit) for v in s["enum"]])
+        for key in ("anyOf", "oneOf"):
+            if isinstance(s.get(key), list) and s[key]:
+                base = {k: v for k, v in s.items() if k != key}
+                return or_(*[self._value({**base, **alt} if isinstance(alt, Mapping) else alt, defs, lit, tool, depth + 1)
+                             for alt in s[key]])
+        t = s.get("type")
+        if isinstance(t, list):
+            return or_(*[self._value({**s, "type": x}, defs, lit, tool, depth + 1) for x in t])
+        if t is None:
+            t = "object" if "properties" in s else ("array" if "items" in s else None)
+        if t == "string":
+            return self._string(lit, s)
+        if t == "object":
+            return self._object(s, defs, lit, tool, depth)
+        if t == "array":
+            item = self._value(s.get("items", True), defs, lit, tool, depth + 1)
+            tail = star(seq(const(","), item))
+            body = seq(item, tail) if int(s.get("minItems", 0) or 0) >= 1 else opt(seq(item, tail))
+            return seq(const("["), body, const("]"))
+        if t in ("integer", "number", "boolean", "null"):
+            return json_fmt(s, max_whitespace=None)
+        return self._any(lit, self.any_depth)
+
+    def _object(self, s: Mapping[str, Any], defs: Mapping[str, Any], lit: Literal, tool: ToolSpec, depth: int) -> Fmt:
+        props: Mapping[str, Any] = s.get("properties") or {}
+        required = set(s.get("required") or ())
+        if not props:
+            member = seq(regex(_GEMMA_KEY), const(":"), self._any(lit, self.any_depth - 1))
+            return seq(const("{"), opt(seq(member, star(seq(const(","), member)))), const("}"))
+        items: list[tuple[Fmt, bool]] = []
+        for key, sub in props.items():
+            if not re.fullmatch(_GEMMA_KEY, key):
+                raise ValueError(f"tool {tool.name!r}: property name {key!r} cannot be written in the gemma format")
+            items.append((seq(const(key + ":"), self._value(sub, defs, lit, tool, depth + 1)), key in required))
+        # the first present property decides where commas go: alternative k = property k is the first
+        alts: list[Fmt] = []
+        for k, (first, _) in enumerate(items):
+            parts: list[Fmt] = [first]
+            for member, req in items[k + 1:]:
+                parts.append(seq(const(","), member) if req else opt(seq(const(","), member)))
+            alts.append(seq(*parts))
+            if items[k][1]:  # a required property cannot be skipped: later ones cannot be first
+                break
+        if not any(req for _, req in items):
+            alts.append(const(""))
+        return seq(const("{"), or_(*alts), const("}"))
+
+    def build(self, tool: ToolSpec, lit: Literal, max_whitespace: int | None) -> Fmt:
+        return self._value(tool.schema, _defs_of(tool.schema), lit, tool)
+
+    # -- reader
+    def _read_value(self, text: str, p: int) -> tuple[Any, int]:
+        q = self.quote
+        if text.startswith(q, p):
+            end = text.find(q, p + len(q))
+            if end < 0:
+                raise NoMatch("unterminated string")
+            return text[p + len(q):end], end + len(q)
+        if text.startswith("{", p):
+            p += 1
+            out: dict[str, Any] = {}
+            if text.startswith("}", p):
+                return out, p + 1
+            while True:
+                m = re.compile(_GEMMA_KEY + ":").match(text, p)
+                if m is None:
+                    raise NoMatch("expected a key")
+                v, p = self._read_value(text, m.end())
+                out[m.group()[:-1]] = v
+                if text.startswith(",", p):
+                    p += 1
+                elif text.startswith("}", p):
+                    return out, p + 1
+                else:
+                    raise NoMatch("expected , or }")
+        if text.startswith("[", p):
+            p += 1
+            arr: list[Any] = []
+            if text.startswith("]", p):
+                return arr, p + 1
+            while True:
+                v, p = self._read_value(text, p)
+                arr.append(v)
+                if text.startswith(",", p):
+                    p += 1
+                elif text.startswith("]", p):
+                    return arr, p + 1
+                else:
+                    raise NoMatch("expected , or ]")
+        try:
+            return _DECODER.raw_decode(text, p)
+        except json.JSONDecodeError as e:
+            raise NoMatch(str(e)) from None
+
+    def read(self, text: str, pos: int, tool: ToolSpec) -> tuple[str, int]:
+        v, end = self._read_value(text, pos)
+        if not isinstance(v, dict):
+            raise NoMatch("arguments are not an object")
+        return json.dumps(v, ensure_ascii=False), end
+
+
+def _join_fmts(items: list[Fmt]) -> list[Fmt]:
+    out: list[Fmt] = []
+    for i, x in enumerate(items):
+        if i:
+            out.append(const(","))
+        out.append(x)
+    return out

@@ -1,0 +1,186 @@
+"""Building blocks for structural tags (plain JSON-able dicts in xgrammar's structural-tag format).
+
+Markers (the family's control tokens: ``<tool_call>``, ``｜DSML｜``, ``[TOOL_CALLS]`` ...) are matched as
+*tokens*, never as text: the compiler gives control tokens no text, so a text rule can never produce
+them, and a marker spelled out of ordinary sub-tokens is not a marker. :class:`Literal` splits a literal
+of the call syntax into const strings and token formats. A token is named by its string (the manager
+resolves it against the vocabulary) or by its id when a vocabulary was given here.
+
+:func:`no_substring_regex` is the rule for a raw XML string value: any text (control tokens excluded by
+construction: the rule is made of character classes) that does not contain the value's closing tag,
+so that the first closing tag after a value is always its own; a reader can then cut at it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+Fmt = dict[str, Any]
+
+__all__ = ["Fmt", "const", "token", "seq", "or_", "opt", "star", "tag", "regex", "json_fmt", "grammar",
+           "any_tokens", "Literal", "no_substring_regex", "structural_tag"]
+
+
+def const(s: str) -> Fmt:
+    return {"type": "const_string", "value": s}
+
+
+def token(t: str | int) -> Fmt:
+    return {"type": "token", "token": t}
+
+
+def seq(*xs: Fmt | None) -> Fmt:
+    flat: list[Fmt] = []
+    for x in xs:
+        if x is None:
+            continue
+        flat.extend(x["elements"] if x.get("type") == "sequence" else [x])
+    els: list[Fmt] = []
+    for x in flat:
+        if x.get("type") == "const_string":
+            if x["value"] == "":
+                continue
+            if els and els[-1].get("type") == "const_string":
+                els[-1] = const(els[-1]["value"] + x["value"])
+                continue
+        els.append(x)
+    if not els:
+        return const("")
+    return els[0] if len(els) == 1 else {"type": "sequence", "elements": els}
+
+
+def or_(*xs: Fmt) -> Fmt:
+    return xs[0] if len(xs) == 1 else {"type": "or", "elements": list(xs)}
+
+
+def opt(x: Fmt) -> Fmt:
+    return {"type": "optional", "content": x}
+
+
+def star(x: Fmt) -> Fmt:
+    return {"type": "star", "content": x}
+
+
+def tag(begin: str | Fmt, content: Fmt, end: str | Fmt) -> Fmt:
+    return {"type": "tag", "begin": begin, "content": content, "end": end}
+
+
+def regex(pattern: str) -> Fmt:
+    return {"type": "regex", "pattern": pattern}
+
+
+def json_fmt(schema: Mapping[str, Any] | bool, *, max_whitespace: int | None,
+             excludes: Sequence[str] = ()) -> Fmt:
+    f: Fmt = {"type": "json_schema", "json_schema": schema}
+    if max_whitespace is not None:
+        f["max_whitespace_cnt"] = max_whitespace
+    if excludes:
+        f["excludes"] = list(excludes)
+    return f
+
+
+def grammar(ebnf: str) -> Fmt:
+    return {"type": "grammar", "grammar": ebnf}
+
+
+def any_tokens(exclude: Iterable[str | int]) -> Fmt:
+    return {"type": "any_tokens", "exclude_tokens": list(exclude)}
+
+
+def structural_tag(fmt: Fmt) -> dict[str, Any]:
+    return {"type": "structural_tag", "format": fmt}
+
+
+class Literal:
+    """Splits literal call syntax into const strings and marker tokens.
+
+    ``markers`` are the strings matched as single tokens; ``ids`` maps them to token ids when a
+    vocabulary is known (then ids are emitted), else their strings are emitted for the manager to
+    resolve."""
+
+    def __init__(self, markers: Iterable[str], ids: Mapping[str, int] | None = None) -> None:
+        self.markers = tuple(sorted({m for m in markers if m}, key=len, reverse=True))
+        self.ids = dict(ids or {})
+
+    def tok(self, marker: str) -> Fmt:
+        return token(self.ids.get(marker, marker))
+
+    def ref(self, marker: str) -> str | int:
+        return self.ids.get(marker, marker)
+
+    def split(self, text: str) -> list[tuple[bool, str]]:
+        """[(is_marker, piece), ...] covering ``text``."""
+        out: list[tuple[bool, str]] = []
+        while text:
+            best: tuple[int, str] | None = None
+            for m in self.markers:
+                i = text.find(m)
+                if i != -1 and (best is None or i < best[0]):
+                    best = (i, m)
+            if best is None:
+                out.append((False, text))
+                break
+            i, m = best
+            if i:
+                out.append((False, text[:i]))
+            out.append((True, m))
+            text = text[i + len(m):]
+        return out
+
+    def __call__(self, text: str) -> Fmt:
+        return seq(*[self.tok(p) if is_m else const(p) for is_m, p in self.split(text)])
+
+    def first_marker(self, text: str) -> str | None:
+        parts = self.split(text)
+        return parts[0][1] if parts and parts[0][0] else None
+
+
+# --------------------------------------------------------------------------------------------------
+# "any text without substring S"
+
+def _rx(c: str) -> str:
+    return "\\" + c if c in "\\^$.|?*+()[]{}/-\"" else c
+
+
+def _rx_not(chars: Iterable[str]) -> str:
+    return "[^" + "".join(_rx(c) for c in sorted(set(chars))) + "]"
+
+
+def no_substring_regex(forbidden: str) -> str:
+    """A regex for any string, possibly empty, that does not contain ``forbidden``.
+
+    Needs ``forbidden[0]`` to occur nowhere else in it (true of closing tags such as ``</parameter>``
+    and of ``<|"|>``): then, in the Knuth-Morris-Pratt automaton, every character either advances a
+    partial match, restarts one (``forbidden[0]``) or falls back to the start, which gives the regex
+    ``( [^a] | a B* C )* ( a B* D )?`` with ``a = forbidden[0]``, ``B`` the ways back to "just read a",
+    ``C`` the ways back to the start and ``D`` an unfinished partial match at the end. Character classes
+    only: control tokens (whose text is private bytes, never UTF-8) never match. Compiles several times
+    faster in xgrammar than the equivalent right-recursive EBNF."""
+    s = forbidden
+    if not s:
+        raise ValueError("no_substring_regex: the forbidden string is empty")
+    a = s[0]
+    if a in s[1:]:
+        raise ValueError(f"no_substring_regex: {s!r} repeats its first character")
+    n = len(s)
+    if n == 1:
+        return _rx_not(a) + "*"
+
+    def nest(k: int, kind: str) -> str:
+        if k == n - 1:
+            return {"B": _rx(a), "C": _rx_not([s[k], a]), "D": ""}[kind]
+        inner = nest(k + 1, kind)
+        if kind == "B":
+            return f"({_rx(a)}|{_rx(s[k])}{inner})"
+        if kind == "C":
+            return f"({_rx_not([s[k], a])}|{_rx(s[k])}{inner})"
+        return f"({_rx(s[k])}{inner})?"
+
+    b, c, d = nest(1, "B"), nest(1, "C"), nest(1, "D")
+    return f"({_rx_not(a)}|{_rx(a)}{b}*{c})*({_rx(a)}{b}*{d})?"
+
+
+def canonical(obj: Any) -> str:
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False)

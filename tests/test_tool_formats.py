@@ -1,0 +1,491 @@
+"""Every tool format x {required, named, parallel off, auto with a strict tool}, through the manager.
+
+A synthetic stream (thinking, then the calls rendered as the model's chat template writes them) passes
+the StructuredOutputManager token by token (every token also allowed by that step's bitmask); the
+reader returns the same calls, whose arguments validate against the tool schemas; a stream wrong in one
+token (a wrong tool name, a missing required argument, text before a required call, a second call when
+parallel calls are off, a closing tag inside an XML string value) is rejected exactly at that token.
+
+Vocabularies: the real ones where they have the family's markers (Qwen3.6: hermes, qwen3_coder;
+DeepSeek V4: deepseek_v3/v31/v32/v4; magistral: mistral). For kimi_k2, glm47, minimax_m2, gemma4,
+openai (harmony) and llama3_json no offline vocabulary has the markers: their vocabulary is the
+Qwen3.6 table plus the family's special tokens (labelled "synthetic" in its name).
+
+The renderers here are written from the models' chat templates, independently of the library.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import pytest
+
+from reasoning.vocabulary import Vocabulary, load_vocabulary
+from structured_output import StructuredOutputManager
+from structured_output.tools import build_tool_constraint, get_tool_reader
+
+CORPUS = json.loads((Path(__file__).parent / "data" / "tools" / "corpus.json").read_text(encoding="utf-8"))
+TOOLS: list[dict[str, Any]] = [e["tool"] for e in CORPUS["tools"]]
+EXAMPLES: dict[str, list[dict[str, Any]]] = {e["tool"]["function"]["name"]: e["examples"] for e in CORPUS["tools"]}
+BY_NAME = {t["function"]["name"]: t for t in TOOLS}
+STRICT_TOOL = "strict_lookup"
+# tools every request gets besides its window of the corpus: a first required string parameter
+# (for the missing-argument and closing-tag streams)
+ANCHOR = "get_weather"
+
+
+# --------------------------------------------------------------------------------------------------
+# synthetic vocabularies: the Qwen3.6 table plus a family's special tokens
+
+def synthetic_vocab(family: str, specials: list[str], stops: list[str]) -> Vocabulary:
+    base = load_vocabulary("qwen3_6")
+    token_bytes = list(base.token_bytes)
+    special_map = dict(base.special_tokens)
+    for s in specials:
+        if s not in special_map:
+            special_map[s] = len(token_bytes)
+            token_bytes.append(s.encode("utf-8"))
+    ordered = sorted(special_map, key=len, reverse=True)
+    pattern = re.compile("|".join(re.escape(s) for s in ordered))
+
+    def encode(text: str) -> list[int]:
+        out: list[int] = []
+        pos = 0
+        for m in pattern.finditer(text):
+            if m.start() > pos:
+                out.extend(base.encode(text[pos:m.start()]))
+            out.append(special_map[m.group()])
+            pos = m.end()
+        if pos < len(text):
+            out.extend(base.encode(text[pos:]))
+        return out
+
+    width = max(base.logits_width, len(token_bytes))
+    return Vocabulary(f"qwen3_6+{family} (synthetic)", token_bytes, special_map, [special_map[s] for s in stops],
+                      logits_width=width, encode=encode)
+
+
+SYNTHETIC: dict[str, tuple[list[str], list[str]]] = {
+    "kimi": (["<|im_user|>", "<|im_assistant|>", "<|im_system|>", "<|im_middle|>", "<|tool_calls_section_begin|>",
+              "<|tool_calls_section_end|>", "<|tool_call_begin|>", "<|tool_call_argument_begin|>",
+              "<|tool_call_end|>"], ["<|im_end|>"]),
+    "glm": (["[gMASK]", "<sop>", "<|system|>", "<|user|>", "<|assistant|>", "<|observation|>", "<arg_key>",
+             "</arg_key>", "<arg_value>", "</arg_value>"], ["<|endoftext|>", "<|user|>", "<|observation|>"]),
+    "minimax": (["]~b]", "[e~[", "<minimax:tool_call>", "</minimax:tool_call>"], ["[e~["]),
+    "gemma": (["<|turn>", "<turn|>", "<|channel>", "<channel|>", "<|tool_call>", "<tool_call|>", '<|"|>',
+               "<|tool_response>", "<tool_response|>"], ["<turn|>"]),
+    "llama": (["<|begin_of_text|>", "<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>", "<|eom_id|>",
+               "<|python_tag|>"], ["<|eot_id|>", "<|eom_id|>"]),
+    "harmony": (["<|start|>", "<|end|>", "<|message|>", "<|channel|>", "<|constrain|>", "<|return|>", "<|call|>"],
+                ["<|return|>", "<|call|>"]),
+}
+
+
+@functools.lru_cache(maxsize=None)
+def vocab(name: str) -> Vocabulary:
+    if name in SYNTHETIC:
+        return synthetic_vocab(name, *SYNTHETIC[name])
+    return load_vocabulary(name)  # type: ignore[arg-type]
+
+
+@functools.lru_cache(maxsize=None)
+def manager(vocab_name: str, parser: str | None) -> StructuredOutputManager:
+    return StructuredOutputManager(vocab(vocab_name), parser, max_num_seqs=2, num_compile_threads=1)
+
+
+# --------------------------------------------------------------------------------------------------
+# rendering, as the chat templates write it
+
+def _resolve(schema: Any, root: dict[str, Any]) -> Any:
+    while isinstance(schema, dict) and "$ref" in schema:
+        schema = root["$defs"][schema["$ref"].split("/")[-1]]
+    return schema
+
+
+def _raw(schema: Any, root: dict[str, Any]) -> bool:
+    s = _resolve(schema, root)
+    if s.get("type") == "string":
+        return True
+    vals = [s["const"]] if "const" in s else s.get("enum")
+    return "type" not in s and bool(vals) and all(isinstance(v, str) for v in vals)
+
+
+def _xml(name: str, args: dict[str, Any], begin: str, end: str, dsml: bool = False) -> str:
+    params = BY_NAME[name]["function"].get("parameters") or {"properties": {}} if name in BY_NAME else {}
+    out = []
+    for k, v in args.items():
+        raw = _raw(params["properties"][k], params)
+        text = v if raw else json.dumps(v, ensure_ascii=False)
+        b = begin.replace("{key}", k)
+        if dsml:
+            b = b.replace("{string}", "true" if raw else "false")
+        out.append(b + text + end)
+    return "".join(out)
+
+
+def _gemma(v: Any) -> str:
+    if isinstance(v, dict):
+        return "{" + ",".join(f"{k}:{_gemma(x)}" for k, x in v.items()) + "}"
+    if isinstance(v, list):
+        return "[" + ",".join(_gemma(x) for x in v) + "]"
+    if isinstance(v, str):
+        return '<|"|>' + v + '<|"|>'
+    return json.dumps(v)
+
+
+def _j(args: dict[str, Any]) -> str:
+    return json.dumps(args, ensure_ascii=False)
+
+
+DS_CALLS = ("<｜tool▁calls▁begin｜>", "<｜tool▁calls▁end｜>")
+
+
+@dataclass(frozen=True)
+class Family:
+    fmt: str
+    vocab: str
+    parser: str | None
+    prompt: str
+    thinking: str
+    call: Any                      # (name, args, index) -> text of one call
+    section: tuple[str, str] = ("", "")
+    sep: str = ""
+    kwargs: dict[str, Any] = field(default_factory=dict)
+    include_reasoning: bool = True
+    xml: tuple[str, str] | None = None  # (param value prefix, closing tag) for the closing-tag stream
+    close_ends_value: bool = False      # the closing tag written as text legitimately ends a value
+
+    def block(self, calls: list[tuple[str, dict[str, Any]]]) -> str:
+        return self.section[0] + self.sep.join(self.call(n, a, i) for i, (n, a) in enumerate(calls)) + self.section[1]
+
+
+QWEN_PROMPT = "<|im_start|>user\nWeather?<|im_end|>\n<|im_start|>assistant\n<think>\n"
+QWEN_THINK = "The user wants the weather; I should call a tool.\n</think>\n\n"
+DS_PROMPT = "<｜User｜>Weather?<｜Assistant｜><think>"
+DS_THINK = "The user wants the weather; I should call a tool.</think>"
+DSML_PARAM = '<｜DSML｜parameter name="{key}" string="{string}">'
+
+FAMILIES: dict[str, Family] = {f.fmt: f for f in [
+    Family("hermes", "qwen3_6", "qwen3", QWEN_PROMPT, QWEN_THINK,
+           lambda n, a, i: f'<tool_call>\n{{"name": "{n}", "arguments": {_j(a)}}}\n</tool_call>', sep="\n"),
+    Family("qwen3_coder", "qwen3_6", "qwen3", QWEN_PROMPT, QWEN_THINK,
+           lambda n, a, i: f"<tool_call>\n<function={n}>\n" + _xml(n, a, "<parameter={key}>\n", "\n</parameter>\n")
+           + "</function>\n</tool_call>", sep="\n", xml=("<parameter=location>\n", "</parameter>")),
+    Family("deepseek_v3", "deepseek_v4", "deepseek_v3", DS_PROMPT, DS_THINK,
+           lambda n, a, i: f"<｜tool▁call▁begin｜>function<｜tool▁sep｜>{n}\n```json\n{_j(a)}\n```<｜tool▁call▁end｜>",
+           section=DS_CALLS, sep="\n"),
+    Family("deepseek_v31", "deepseek_v4", "deepseek_v3", DS_PROMPT, DS_THINK,
+           lambda n, a, i: f"<｜tool▁call▁begin｜>{n}<｜tool▁sep｜>{_j(a)}<｜tool▁call▁end｜>", section=DS_CALLS),
+    Family("deepseek_v32", "deepseek_v4", "deepseek_v4", DS_PROMPT, DS_THINK,
+           lambda n, a, i: f'<｜DSML｜invoke name="{n}">\n' + _xml(n, a, DSML_PARAM, "</｜DSML｜parameter>\n", True)
+           + "</｜DSML｜invoke>\n",
+           section=("\n\n<｜DSML｜function_calls>\n", "</｜DSML｜function_calls>"),
+           xml=('<｜DSML｜parameter name="location" string="true">', "</｜DSML｜parameter>")),
+    Family("deepseek_v4", "deepseek_v4", "deepseek_v4", DS_PROMPT, DS_THINK,
+           lambda n, a, i: f'<｜DSML｜invoke name="{n}">\n' + _xml(n, a, DSML_PARAM, "</｜DSML｜parameter>\n", True)
+           + "</｜DSML｜invoke>\n",
+           section=("\n\n<｜DSML｜tool_calls>\n", "</｜DSML｜tool_calls>"),
+           xml=('<｜DSML｜parameter name="location" string="true">', "</｜DSML｜parameter>")),
+    Family("mistral", "magistral", "mistral", "[INST]Weather?[/INST]", "[THINK]I should call a tool.[/THINK]",
+           lambda n, a, i: f"[TOOL_CALLS]{n}[ARGS]{_j(a)}"),
+    Family("kimi_k2", "kimi", "kimi_k2",
+           "<|im_user|>user<|im_middle|>Weather?<|im_end|><|im_assistant|>assistant<|im_middle|>",
+           "<think>I should call a tool.</think>",
+           lambda n, a, i: f"<|tool_call_begin|>functions.{n}:{i}<|tool_call_argument_begin|>{_j(a)}<|tool_call_end|>",
+           section=("<|tool_calls_section_begin|>", "<|tool_calls_section_end|>")),
+    Family("glm47", "glm", "glm47", "[gMASK]<sop><|user|>\nWeather?<|assistant|>",
+           "<think>I should call a tool.</think>",
+           lambda n, a, i: f"<tool_call>{n}" + _xml(n, a, "<arg_key>{key}</arg_key><arg_value>", "</arg_value>")
+           + "</tool_call>", xml=("<arg_key>location</arg_key><arg_value>", "</arg_value>")),
+    Family("minimax_m2", "minimax", "minimax_m2", "]~b]user\nWeather?[e~[\n]~b]ai\n",
+           "<think>\nI should call a tool.\n</think>\n\n",
+           lambda n, a, i: f'<invoke name="{n}">\n' + _xml(n, a, '<parameter name="{key}">', "</parameter>\n")
+           + "</invoke>\n", section=("<minimax:tool_call>\n", "</minimax:tool_call>"),
+           xml=('<parameter name="location">', "</parameter>"), close_ends_value=True),
+    Family("gemma4", "gemma", "gemma4", "<|turn>user\nWeather?<turn|>\n<|turn>model\n",
+           "<|channel>thought\nI should call a tool.<channel|>",
+           lambda n, a, i: f"<|tool_call>call:{n}{_gemma(a)}<tool_call|>", kwargs={"enable_thinking": True},
+           xml=('{location:<|"|>', '<|"|>')),
+    Family("llama3_json", "llama", None, "<|start_header_id|>assistant<|end_header_id|>\n\n", "",
+           lambda n, a, i: f'{{"name": "{n}", "parameters": {_j(a)}}}', sep="; "),
+    Family("openai", "harmony", "openai_gptoss", "<|start|>user<|message|>Weather?<|end|><|start|>assistant",
+           "<|channel|>analysis<|message|>I should call a tool.<|end|><|start|>assistant",
+           lambda n, a, i: f"<|channel|>commentary to=functions.{n} <|constrain|>json<|message|>{_j(a)}",
+           include_reasoning=False),
+]}
+FORMATS = list(FAMILIES)
+
+
+def window(fmt: str) -> list[str]:
+    """This format's tools: a window of the corpus (the windows of all formats cover it), the anchor
+    tool and the strict tool."""
+    k = FORMATS.index(fmt)
+    names = [t["function"]["name"] for t in TOOLS]
+    size = -(-len(names) // len(FORMATS)) + 1
+    chosen = [names[(k * (size - 1) + j) % len(names)] for j in range(size)]
+    return list(dict.fromkeys([ANCHOR, *chosen, STRICT_TOOL]))
+
+
+# --------------------------------------------------------------------------------------------------
+# driving the manager
+
+_RID = [0]
+
+
+def run_stream(fam: Family, constraint, output: str, *, prefix_ids: list[int] | None = None,
+               bad_ids: list[int] | None = None) -> tuple[int | None, int, list[int]]:
+    """Feed the prompt, then the output tokens one at a time (each checked against the step's mask).
+    Returns (index of the first rejected output token or None, number of output tokens, ids)."""
+    v = vocab(fam.vocab)
+    mgr = manager(fam.vocab, fam.parser)
+    _RID[0] += 1
+    rid = f"r{_RID[0]}"
+    mgr.add_request(rid, constraint, v.encode(fam.prompt), chat_template_kwargs=fam.kwargs or None,
+                    include_reasoning=fam.include_reasoning)
+    try:
+        for _ in range(2000):
+            if mgr.is_ready(rid):
+                break
+            import time
+            time.sleep(0.005)
+        assert mgr.is_ready(rid) and mgr.error(rid) is None, mgr.error(rid)
+        ids = (prefix_ids if prefix_ids is not None else v.encode(output)) + (bad_ids or [])
+        for k, t in enumerate(ids):
+            batch = mgr.grammar_bitmask([rid])
+            masked_out = False
+            if batch is not None and len(batch):
+                word = int(batch.bitmask[0, t >> 5])
+                masked_out = not ((word >> (t & 31)) & 1)
+            res = mgr.accept_tokens(rid, [t])
+            if res.status == "error":
+                assert masked_out, f"token {k} {v.decode([t])!r} rejected but allowed by the mask"
+                return k, len(ids), ids
+            assert not masked_out, f"token {k} {v.decode([t])!r} accepted but masked out"
+        return None, len(ids), ids
+    finally:
+        mgr.remove_request(rid)
+
+
+def finish(fam: Family, constraint, output: str) -> None:
+    """The whole stream passes, and a stop token then ends it."""
+    v = vocab(fam.vocab)
+    stop = min(v.stop_token_ids)
+    rejected, n, ids = run_stream(fam, constraint, output, prefix_ids=v.encode(output) + [stop])
+    assert rejected is None, f"{fam.fmt}: rejected at token {rejected}: {v.decode(ids[:rejected])[-80:]!r} + " \
+                             f"{v.decode(ids[rejected:rejected + 1])!r}"
+
+
+def assert_rejected_at(fam: Family, constraint, good_prefix: str, bad_text: str, *, offset: int = 0) -> None:
+    """``good_prefix`` passes; the first token of ``bad_text`` (or the token ``offset`` later) is rejected."""
+    v = vocab(fam.vocab)
+    pre = v.encode(good_prefix)
+    bad = v.encode(bad_text)
+    rejected, n, ids = run_stream(fam, constraint, "", prefix_ids=pre, bad_ids=bad)
+    assert rejected == len(pre) + offset, (
+        f"{fam.fmt}: expected rejection at {len(pre) + offset} ({v.decode(ids[len(pre) + offset:][:1])!r}), "
+        f"got {rejected} ({'none' if rejected is None else repr(v.decode(ids[rejected:rejected + 1]))}) "
+        f"after {v.decode(ids[:len(pre)])[-60:]!r}")
+
+
+def check_reader(fam: Family, tools, choice, output: str, expected: list[tuple[str, dict[str, Any]]], *,
+                 parallel: bool = True, content: str | None = None, **kw: Any) -> None:
+    text = output if fam.fmt == "openai" else output  # harmony: the reader takes the whole output
+    got = get_tool_reader(fam.fmt, tools, choice, parallel_tool_calls=parallel, **kw).read(text)
+    assert [(c.name, json.loads(c.arguments)) for c in got.calls] == expected
+    assert got.content == content
+    for c in got.calls:
+        assert re.fullmatch(r"chatcmpl-tool-[0-9a-f]{32}", c.id)
+        params = BY_NAME[c.name]["function"].get("parameters") or {"type": "object"}
+        jsonschema.validate(json.loads(c.arguments), params, cls=jsonschema.Draft202012Validator)
+
+
+def is_token_prefix(v: Vocabulary, ids: list[int], text: str) -> bool:
+    """Whether ``ids`` can start ``text`` as the grammar sees it: control tokens only where ``text``
+    has that marker, ordinary tokens only over ordinary text."""
+    pos = 0
+    markers = sorted(v.special_tokens, key=len, reverse=True)
+    for i in ids:
+        piece = v.decode([i])
+        if i in v.special_token_ids:
+            if not text.startswith(piece, pos):
+                return False
+        else:
+            seg = text[pos:pos + len(piece)]
+            if seg != piece:
+                return False
+            if any(text.startswith(m, q) for q in range(pos, pos + len(seg)) for m in markers):
+                return False
+        pos += len(piece)
+    return True
+
+
+def example(name: str, k: int = 0) -> dict[str, Any]:
+    ex = EXAMPLES[name]
+    return ex[k % len(ex)]
+
+
+# --------------------------------------------------------------------------------------------------
+# constraints, compiled once per module (the manager's compile cache keeps them)
+
+@functools.lru_cache(maxsize=None)
+def constraint(fmt: str, mode: str, parallel: bool = True):
+    names = window(fmt)
+    tools = [BY_NAME[n] for n in names]
+    if mode == "named":
+        choice: Any = {"type": "function", "function": {"name": names[1]}}
+    elif mode == "auto":
+        choice = "auto"
+    else:
+        choice = "required"
+    c = build_tool_constraint(tools, choice, format=fmt, parallel_tool_calls=parallel)
+    assert c is not None
+    return c, tools, choice
+
+
+# --------------------------------------------------------------------------------------------------
+# the tests
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_required_parallel(fmt: str) -> None:
+    fam = FAMILIES[fmt]
+    c, tools, choice = constraint(fmt, "required")
+    names = window(fmt)
+    calls = [(names[1], example(names[1])), (names[2], example(names[2], 1))]
+    if fmt == "openai":  # a harmony turn ends at its call
+        calls = calls[:1]
+    out = fam.thinking + fam.block(calls)
+    finish(fam, c, out)
+    check_reader(fam, tools, choice, out if fmt == "openai" else fam.block(calls), calls)
+    # every window tool, one call each, through the same constraint
+    for n in names:
+        one = fam.block([(n, example(n))])
+        finish(fam, c, fam.thinking + one)
+        check_reader(fam, tools, choice, one, [(n, example(n))])
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_named(fmt: str) -> None:
+    fam = FAMILIES[fmt]
+    c, tools, choice = constraint(fmt, "named")
+    names = window(fmt)
+    calls = [(names[1], example(names[1]))]
+    out = fam.block(calls)
+    finish(fam, c, fam.thinking + out)
+    check_reader(fam, tools, choice, out, calls)
+    # another tool's name is rejected at the first token where it stops being the named one's
+    head = fam.call("\x00", {}, 0).split("\x00")[0]
+    v = vocab(fam.vocab)
+    bad = v.encode(ANCHOR)
+    k = next(k for k in range(len(bad)) if not names[1].startswith(v.decode(bad[:k + 1])))
+    assert_rejected_at(fam, c, fam.thinking + fam.section[0] + head, ANCHOR, offset=k)
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_parallel_off(fmt: str) -> None:
+    fam = FAMILIES[fmt]
+    c, tools, choice = constraint(fmt, "required", parallel=False)
+    names = window(fmt)
+    one = [(names[1], example(names[1]))]
+    out = fam.block(one)
+    finish(fam, c, fam.thinking + out)
+    check_reader(fam, tools, choice, out, one, parallel=False)
+    # a second call is rejected at its first token
+    if fmt == "openai":
+        second = "<|start|>assistant" + fam.call(names[2], example(names[2]), 1)
+    else:
+        second = fam.sep + fam.call(names[2], example(names[2]), 1)
+    body = fam.section[0] + fam.call(*one[0], 0)
+    v = vocab(fam.vocab)
+    bad = v.encode(second)
+    # rejected at the first token that is not the start of what may legitimately follow (the section end)
+    k = next(k for k in range(len(bad)) if not is_token_prefix(v, bad[:k + 1], fam.section[1]))
+    assert_rejected_at(fam, c, fam.thinking + body, second, offset=k)
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_auto_with_strict_tool(fmt: str) -> None:
+    fam = FAMILIES[fmt]
+    c, tools, choice = constraint(fmt, "auto")
+    calls = [(STRICT_TOOL, example(STRICT_TOOL))]
+    if fmt == "openai":
+        lead, content = "", None
+    elif fmt == "llama3_json":
+        lead, content = "", None  # llama writes either text or calls
+    else:
+        lead, content = "Let me look that up.", "Let me look that up."
+    out = lead + fam.block(calls)
+    finish(fam, c, fam.thinking + out)
+    check_reader(fam, tools, choice, out, calls, content=content)
+    # free text alone is fine too
+    if fmt == "openai":
+        text_only = "<|channel|>final<|message|>It is sunny."
+        finish(fam, c, fam.thinking + text_only)
+        assert get_tool_reader(fmt, tools, choice).read(fam.thinking + text_only).content == "It is sunny."
+    else:
+        finish(fam, c, fam.thinking + "It is sunny in Zürich.")
+        assert get_tool_reader(fmt, tools, choice).read("It is sunny in Zürich.").content == "It is sunny in Zürich."
+    # a call of the strict tool with a wrong argument type is rejected
+    bad = fam.block([(STRICT_TOOL, {"key": "α-β", "exact": "yes"})])
+    good = fam.block(calls)
+    d = next(i for i, (x, y) in enumerate(zip(bad, good)) if x != y)
+    assert_rejected_at(fam, c, fam.thinking + lead + bad[:d], bad[d:])
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_text_before_required_call(fmt: str) -> None:
+    fam = FAMILIES[fmt]
+    c, _, _ = constraint(fmt, "required")
+    assert_rejected_at(fam, c, fam.thinking, "Sure, let me check.")
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_missing_required_argument(fmt: str) -> None:
+    fam = FAMILIES[fmt]
+    c, _, _ = constraint(fmt, "required")
+    good = fam.block([(ANCHOR, {"location": "Paris", "unit": "celsius"})])
+    bad = fam.block([(ANCHOR, {"unit": "celsius"})])
+    d = next(i for i, (x, y) in enumerate(zip(bad, good)) if x != y)
+    assert_rejected_at(fam, c, fam.thinking + bad[:d], bad[d:])
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_wrong_tool_name(fmt: str) -> None:
+    fam = FAMILIES[fmt]
+    c, _, _ = constraint(fmt, "required")
+    head = fam.call("\x00", {}, 0).split("\x00")[0]
+    assert_rejected_at(fam, c, fam.thinking + fam.section[0] + head, "zzz_not_a_tool")
+
+
+@pytest.mark.parametrize("fmt", [f for f in FORMATS if FAMILIES[f].xml])
+def test_closing_tag_inside_string_value(fmt: str) -> None:
+    """The value's closing tag written inside the value: rejected at the token that completes it (or,
+    where that text is the real closing tag, at the first token after it, which cannot follow)."""
+    fam = FAMILIES[fmt]
+    c, _, _ = constraint(fmt, "required")
+    value_head, close = fam.xml  # type: ignore[misc]
+    head = fam.call(ANCHOR, {}, 0)
+    call_prefix = head[:head.index("\x00")] if "\x00" in head else None
+    start = fam.thinking + fam.section[0] + fam.block([(ANCHOR, {"location": "\x00"})])[len(fam.section[0]):]
+    start = start[:start.index("\x00")]
+    assert start.endswith(value_head)
+    v = vocab(fam.vocab)
+    pre = v.encode(start + "Paris")
+    # spell the closing tag with ordinary tokens, one character at a time
+    spelled = [i for ch in close for i in v.encode(ch)]
+    after = v.encode("x and more")
+    rejected, _, ids = run_stream(fam, c, "", prefix_ids=pre, bad_ids=spelled + after)
+    expected = len(pre) + len(spelled) - 1 + (1 if fam.close_ends_value else 0)
+    assert rejected == expected, (rejected, expected, v.decode(ids[len(pre):]))
+    del call_prefix
+
+
+def test_corpus_covered() -> None:
+    used = {n for f in FORMATS for n in window(f)}
+    assert used == set(BY_NAME), sorted(set(BY_NAME) - used)
+    assert len(TOOLS) >= 50
