@@ -6,13 +6,18 @@ of ``logits.fill_``. This kernel reads the bitmask once and touches a logit only
 
 - a word of all ones (32 allowed tokens) costs one load and no store, so rows that allow
   everything (inside a JSON string) cost almost nothing;
-- a run of zero words (JSON structure: almost everything blocked) becomes one vectorised fill loop,
-  which runs at ``fill_`` speed;
-- a mixed word stores only its zero bits (count-trailing-zeros loop).
+- 8 words (256 tokens) are tested at once: all ones -> skipped, all zeros (JSON structure: almost
+  everything blocked) -> one fixed-size vectorised fill, which runs at ``fill_`` speed;
+- a mixed word stores only its zero bits (count-trailing-zeros loop), or blends all 32 when most
+  are zero.
 
-The work is cut into (bitmask row, 32,768-column chunk) items that ``n_threads`` POSIX threads take
-from an atomic counter, so both cores help on large batches and a skewed batch (some rows all
-allowed) still balances. ctypes releases the GIL for the call.
+The work is cut into (bitmask row, 32,768-column chunk) items taken from an atomic counter by the
+caller and by a persistent pool of helper threads (``torch.get_num_threads() - 1`` of them, woken
+only for calls of at least 128k logits). The caller never waits for a helper to *start*: a helper
+that wakes late finds the items taken; the caller waits only for items a helper is running. So a
+busy machine costs the single-thread time, not a fork-join stall of a scheduler tick (measured:
+~8 ms with OpenMP when another process held the second core). A second concurrent caller runs
+alone rather than wait for the pool. ctypes releases the GIL for the call.
 
 The shared object is built with the system C compiler (``$CC``, else ``cc`` / ``gcc``) into
 ``$THINKGATE_CACHE_DIR`` (default ``$XDG_CACHE_HOME/thinkgate`` or ``~/.cache/thinkgate``), keyed
@@ -28,7 +33,6 @@ import ctypes
 import hashlib
 import os
 import platform
-import re
 import shutil
 import subprocess
 import tempfile
@@ -41,18 +45,16 @@ import torch
 
 # Chunk of columns per work item; the C source and the thread heuristic below agree on it.
 CHUNK_TOKENS = 32768
-# Below this many logits in total a second thread costs more than it saves: creating POSIX threads
-# costs ~20-50 us, waking the OpenMP pool a few us.
-_PARALLEL_MIN_ELEMENTS = 1 << 19
-_PARALLEL_MIN_ELEMENTS_OPENMP = 1 << 17
+# Below this many logits in total the helpers are not woken: one thread does ~128k fp32 logits in
+# ~5 us, about what waking a helper costs.
+_PARALLEL_MIN_ELEMENTS = 1 << 17
 
 C_SOURCE = r"""
 #include <stdint.h>
 #include <string.h>
 #include <pthread.h>
-#ifdef _OPENMP
-#include <omp.h>
-#endif
+#include <sched.h>
+#include <unistd.h>
 
 #define CHUNK_TOKENS 32768
 #define BLOCK_WORDS 8
@@ -117,42 +119,94 @@ typedef struct {
     uint32_t neg;            /* -inf bit pattern */
     int64_t chunks_per_row;
     int64_t n_items;
-    int64_t next;            /* work counter, atomic */
 } job_t;
 
-static void *work(void *arg) {
-    job_t *j = (job_t *)arg;
+static void run_item(const job_t *j, int64_t item) {
+    int64_t i = item / j->chunks_per_row;
+    int64_t a = (item % j->chunks_per_row) * (int64_t)CHUNK_TOKENS;
+    int64_t b = a + CHUNK_TOKENS < j->width ? a + CHUNK_TOKENS : j->width;
+    int64_t r = j->rows ? j->rows[i] : i;
+    const uint32_t *mask = (const uint32_t *)(j->bitmask + 4 * i * j->mask_stride);
+    if (j->elem_size == 4)
+        range_u32((uint32_t *)j->logits + r * j->row_stride, mask, a, b, j->limit, j->neg);
+    else
+        range_u16((uint16_t *)j->logits + r * j->row_stride, mask, a, b, j->limit, (uint16_t)j->neg);
+}
+
+/* A persistent pool of helper threads that never makes the caller wait for a helper to start.
+
+   The caller publishes a job (a new generation in the high half of g_state, the next free item in
+   the low half), wakes the helpers, and takes items itself. A helper that wakes late finds every
+   item taken and goes back to sleep. The caller waits only for items a helper has claimed and not
+   finished. So on a machine whose other cores are busy, a call costs what the caller alone does,
+   instead of stalling at a fork-join barrier until the scheduler runs a helper (milliseconds).
+   A helper claims an item with a compare-and-swap on g_state that also checks the generation, so
+   it can never take an item of a job other than the one whose parameters it copied. */
+static job_t g_job;
+static uint64_t g_state;                 /* (generation << 32) | next item; atomic */
+static int64_t g_done;                   /* finished items of the current job; atomic */
+static uint32_t g_gen;                   /* last generation published (helpers wait on it) */
+static int g_helpers;                    /* helpers started in this process */
+static pid_t g_pid;                      /* process that started them (a fork child has none) */
+static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t g_cv = PTHREAD_COND_INITIALIZER;
+static pthread_mutex_t g_call = PTHREAD_MUTEX_INITIALIZER;  /* one job in the pool at a time */
+
+static void drain(uint32_t gen) {
     for (;;) {
-        int64_t item = __atomic_fetch_add(&j->next, 1, __ATOMIC_RELAXED);
-        if (item >= j->n_items) break;
-        int64_t i = item / j->chunks_per_row;
-        int64_t a = (item % j->chunks_per_row) * (int64_t)CHUNK_TOKENS;
-        int64_t b = a + CHUNK_TOKENS < j->width ? a + CHUNK_TOKENS : j->width;
-        int64_t r = j->rows ? j->rows[i] : i;
-        const uint32_t *mask = (const uint32_t *)(j->bitmask + 4 * i * j->mask_stride);
-        if (j->elem_size == 4)
-            range_u32((uint32_t *)j->logits + r * j->row_stride, mask, a, b, j->limit, j->neg);
-        else
-            range_u16((uint16_t *)j->logits + r * j->row_stride, mask, a, b, j->limit,
-                      (uint16_t)j->neg);
+        uint64_t s = __atomic_load_n(&g_state, __ATOMIC_ACQUIRE);
+        if ((uint32_t)(s >> 32) != gen) return;
+        job_t j;
+        memcpy(&j, &g_job, sizeof j);     /* validated by the CAS below */
+        int64_t item = (int64_t)(s & 0xFFFFFFFFu);
+        if (item >= j.n_items) return;
+        if (!__atomic_compare_exchange_n(&g_state, &s, s + 1, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+            continue;
+        run_item(&j, item);
+        __atomic_fetch_add(&g_done, 1, __ATOMIC_RELEASE);
+    }
+}
+
+static void *helper(void *arg) {
+    (void)arg;
+    uint32_t seen = 0;
+    for (;;) {
+        pthread_mutex_lock(&g_mu);
+        while (g_gen == seen) pthread_cond_wait(&g_cv, &g_mu);
+        seen = g_gen;
+        pthread_mutex_unlock(&g_mu);
+        drain(seen);
     }
     return 0;
 }
 
-int thinkgate_has_openmp(void) {
-#ifdef _OPENMP
-    return 1;
-#else
-    return 0;
-#endif
+static int ensure_helpers(int wanted) {
+    pid_t pid = getpid();
+    if (g_pid != pid) {  /* first use, or a fork child: threads are not inherited, locks may be */
+        g_helpers = 0;
+        g_pid = pid;
+        pthread_mutex_init(&g_mu, 0);
+        pthread_cond_init(&g_cv, 0);
+    }
+    while (g_helpers < wanted) {
+        pthread_t t;
+        pthread_attr_t attr;
+        pthread_attr_init(&attr);
+        pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+        pthread_attr_setstacksize(&attr, 1 << 16);
+        int rc = pthread_create(&t, &attr, helper, 0);
+        pthread_attr_destroy(&attr);
+        if (rc != 0) break;
+        g_helpers++;
+    }
+    return g_helpers;
 }
 
-/* Returns the number of threads used. use_openmp: run the workers in the process's OpenMP pool
-   (the one torch's intra-op parallelism already keeps warm); else create POSIX threads. */
+/* Returns the number of threads that could take part (1 = the caller alone). */
 int thinkgate_apply_bitmask(void *logits, int64_t row_stride, int64_t width,
                             const void *bitmask, int64_t mask_stride, const int64_t *rows,
                             int64_t n_rows, int64_t limit, int32_t elem_size, uint32_t neg,
-                            int32_t n_threads, int32_t use_openmp) {
+                            int32_t n_threads) {
     if (n_rows <= 0 || width <= 0) return 0;
     job_t j;
     j.logits = (char *)logits; j.row_stride = row_stride; j.width = width;
@@ -160,41 +214,51 @@ int thinkgate_apply_bitmask(void *logits, int64_t row_stride, int64_t width,
     j.limit = limit; j.elem_size = elem_size; j.neg = neg;
     j.chunks_per_row = (width + CHUNK_TOKENS - 1) / CHUNK_TOKENS;
     j.n_items = n_rows * j.chunks_per_row;
-    j.next = 0;
     if (n_threads > j.n_items) n_threads = (int32_t)j.n_items;
     if (n_threads > MAX_THREADS) n_threads = MAX_THREADS;
-    if (n_threads <= 1) { work(&j); return 1; }
-#ifdef _OPENMP
-    if (use_openmp) {
-        #pragma omp parallel num_threads(n_threads)
-        work(&j);
-        return n_threads;
+    /* One thread wanted, more items than a generation can count, or the pool busy with another
+       caller's job: do it all here. */
+    if (n_threads <= 1 || j.n_items >= 0xFFFFFFFFll || pthread_mutex_trylock(&g_call) != 0) {
+        for (int64_t it = 0; it < j.n_items; it++) run_item(&j, it);
+        return 1;
     }
+    int helpers = ensure_helpers(n_threads - 1);
+    uint32_t gen = (uint32_t)(__atomic_load_n(&g_state, __ATOMIC_RELAXED) >> 32) + 1u;
+    if (gen == 0u) gen = 1u;              /* 0 is the helpers' initial "seen" */
+    /* Close the state first (new generation, no claimable item), so a helper still looking at the
+       previous job fails its CAS even if it copies the parameters being written now. */
+    __atomic_store_n(&g_state, ((uint64_t)gen << 32) | 0xFFFFFFFFull, __ATOMIC_SEQ_CST);
+    memcpy(&g_job, &j, sizeof j);
+    __atomic_store_n(&g_done, 0, __ATOMIC_RELAXED);
+    __atomic_store_n(&g_state, (uint64_t)gen << 32, __ATOMIC_RELEASE);
+    if (helpers > 0) {
+        pthread_mutex_lock(&g_mu);
+        g_gen = gen;
+        pthread_cond_broadcast(&g_cv);
+        pthread_mutex_unlock(&g_mu);
+    }
+    drain(gen);
+    /* Every item is claimed; wait for the ones helpers are still running. */
+    for (unsigned spins = 0; __atomic_load_n(&g_done, __ATOMIC_ACQUIRE) < j.n_items; spins++) {
+        if (spins > 64) sched_yield();
+#if defined(__x86_64__) || defined(__i386__)
+        else __builtin_ia32_pause();
 #endif
-    (void)use_openmp;
-    pthread_t tid[MAX_THREADS];
-    int started = 0;
-    for (int t = 1; t < n_threads; t++) {
-        if (pthread_create(&tid[started], 0, work, &j) != 0) break;  /* fewer threads: still correct */
-        started++;
     }
-    work(&j);
-    for (int t = 0; t < started; t++) pthread_join(tid[t], 0);
-    return started + 1;
+    pthread_mutex_unlock(&g_call);
+    return helpers + 1;
 }
 """
 
 _NEG_INF_BITS = {torch.float32: 0xFF800000, torch.bfloat16: 0xFF80, torch.float16: 0xFC00}
-_OPENMP_RUNTIME = re.compile(r"^lib(gomp|iomp5|omp)([-.][^/]*)?\.(so|dylib)")
 
 
 @dataclass(frozen=True)
 class CpuKernel:
-    """The loaded shared object. ``openmp``: run threads in the process's (torch's) OpenMP pool."""
+    """The loaded shared object and where it lives in the cache."""
 
     lib: ctypes.CDLL
     path: Path
-    openmp: bool
 
 
 _lock = threading.Lock()
@@ -231,16 +295,6 @@ def _compilers() -> list[str]:
     return found
 
 
-def _openmp_runtimes() -> set[str] | None:
-    """Paths of the OpenMP runtimes mapped in this process; None where that cannot be read."""
-    try:
-        with open("/proc/self/maps", encoding="utf-8", errors="replace") as f:
-            paths = {ln.split()[-1] for ln in f if "/" in ln}
-    except OSError:
-        return None
-    return {p for p in paths if _OPENMP_RUNTIME.match(os.path.basename(p))}
-
-
 def _compile(cc: str, flags: list[str], out: Path) -> None:
     out.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="thinkgate-cc-") as tmp:
@@ -259,19 +313,15 @@ def _compile(cc: str, flags: list[str], out: Path) -> None:
 def _try_load() -> CpuKernel:
     """Build (or reuse from the cache) and load the kernel; RuntimeError if no variant works.
 
-    Variants, best first: -march=native with OpenMP, OpenMP only, -march=native only, plain.
-    OpenMP is used at run time only if the process then holds exactly one OpenMP runtime: with
-    torch's libgomp already loaded, ours resolves to it by soname and shares its warm thread pool.
-    Two runtimes would fight over the cores, so then the kernel creates POSIX threads instead.
+    Variants, best first: -march=native (the cache key includes the CPU), then portable flags.
     """
     ccs = _compilers()
     if not ccs:
         raise RuntimeError("no C compiler found (looked for $CC, cc, gcc, clang)")
     errors: list[str] = []
     base = ["-O3", "-shared", "-fPIC", "-pthread", "-std=gnu99", "-fno-strict-aliasing"]
-    before = _openmp_runtimes()
     for cc in ccs:
-        for extra in (["-march=native", "-fopenmp"], ["-fopenmp"], ["-march=native"], []):
+        for extra in (["-march=native"], []):
             flags = base + extra
             key = hashlib.sha256("\0".join([C_SOURCE, cc, *flags, platform.machine(),
                                             _cpu_signature()]).encode()).hexdigest()[:20]
@@ -288,11 +338,8 @@ def _try_load() -> CpuKernel:
             fn.restype = ctypes.c_int
             fn.argtypes = [ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64, ctypes.c_void_p,
                            ctypes.c_int64, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64,
-                           ctypes.c_int32, ctypes.c_uint32, ctypes.c_int32, ctypes.c_int32]
-            after = _openmp_runtimes()
-            openmp = bool(lib.thinkgate_has_openmp()) and after is not None and len(after) == 1 \
-                and (not before or before == after)
-            return CpuKernel(lib, path, openmp)
+                           ctypes.c_int32, ctypes.c_uint32, ctypes.c_int32]
+            return CpuKernel(lib, path)
     raise RuntimeError("could not build the CPU bitmask kernel: " + " | ".join(errors))
 
 
@@ -323,7 +370,7 @@ def load_error() -> str | None:
 
 def default_threads(kernel: CpuKernel, n_rows: int, width: int) -> int:
     """Threads for one call: torch's intra-op setting, one thread for small work."""
-    if n_rows * width < (_PARALLEL_MIN_ELEMENTS_OPENMP if kernel.openmp else _PARALLEL_MIN_ELEMENTS):
+    if n_rows * width < _PARALLEL_MIN_ELEMENTS:
         return 1
     items = n_rows * -(-width // CHUNK_TOKENS)
     return max(1, min(torch.get_num_threads(), items))
@@ -353,5 +400,5 @@ def apply_bitmask_cpu(
         logits.data_ptr(), logits.stride(0), width,
         bitmask.data_ptr(), bitmask.stride(0),
         rows.data_ptr() if rows is not None else None,
-        n, limit, logits.element_size(), _NEG_INF_BITS[logits.dtype], n_threads, int(kernel.openmp),
+        n, limit, logits.element_size(), _NEG_INF_BITS[logits.dtype], n_threads,
     )

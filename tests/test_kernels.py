@@ -304,3 +304,65 @@ def test_cuda_specifics(seed):
     apply_token_bitmask_reference(expected, bitmask[:1], [2])
     apply_token_bitmask_inplace(logits, bitmask, torch.tensor([2, 99], device="cuda"))
     assert torch.equal(logits, expected)
+
+
+def test_cpu_kernel_concurrent_callers_and_many_calls(seed):
+    # Python threads call at once (ctypes releases the GIL): one uses the helper pool, the others
+    # run alone; every result must match the reference, call after call.
+    import threading
+
+    kernel = cpu_bitmask.load_library()
+    assert kernel is not None, cpu_bitmask.load_error()
+    gen = torch.Generator().manual_seed(seed)
+    width = 2 * cpu_bitmask.CHUNK_TOKENS + 5
+    cases = []
+    for k in range(4):
+        bitmask = random_bitmask(gen, 6, -(-width // 32), density=0.1 * (k + 1))
+        logits = strided_logits(gen, 6, width, DTYPES[k % 3])
+        expected = logits.clone()
+        apply_token_bitmask_reference(expected, bitmask, None, width - k)
+        cases.append((logits, bitmask, expected, width - k))
+    errors: list[str] = []
+
+    def worker(case):
+        logits, bitmask, expected, vocab = case
+        for it in range(30):
+            out = logits.clone()
+            cpu_bitmask.apply_bitmask_cpu(kernel, out, bitmask, None, vocab, 2)
+            if not torch.equal(out, expected):
+                errors.append(f"seed={seed} vocab={vocab} iteration {it}")
+                return
+
+    threads = [threading.Thread(target=worker, args=(c,)) for c in cases]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+    assert not errors and not any(t.is_alive() for t in threads), errors
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+def test_cpu_kernel_works_in_a_forked_child():
+    # The parent has started helper threads; a fork child has none and must start its own.
+    kernel = cpu_bitmask.load_library()
+    assert kernel is not None, cpu_bitmask.load_error()
+    width = 3 * cpu_bitmask.CHUNK_TOKENS
+    bitmask = torch.zeros(4, width // 32, dtype=torch.int32)
+    bitmask[1] = -1
+    logits = torch.randn(4, width)
+    cpu_bitmask.apply_bitmask_cpu(kernel, logits.clone(), bitmask, None, width, 2)
+    expected = logits.clone()
+    apply_token_bitmask_reference(expected, bitmask)
+    out = logits.clone()
+    pid = os.fork()
+    if pid == 0:  # child: exit code 0 only if the kernel ran correctly
+        code = 1
+        try:
+            # torch's own OpenMP pool hangs after fork (libgomp); keep torch single-threaded here
+            torch.set_num_threads(1)
+            cpu_bitmask.apply_bitmask_cpu(kernel, out, bitmask, None, width, 2)
+            code = 0 if torch.equal(out, expected) else 2
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
