@@ -412,13 +412,19 @@ class StructuredOutputManager:
                 raise ValueError(f"request {rid!r} has {nd} draft tokens; the manager was built for "
                                  f"num_speculative_tokens={k_max}")
             st = req.status
+            if st is COMPILING:
+                self._resolve(req)
+                st = req.status
+                if st is COMPILING:
+                    raise ValueError(f"request {rid!r} is still compiling (is_ready() is False); "
+                                     f"it cannot be scheduled yet")
             if st is CONSTRAINED:
                 if req.matcher is not None:
                     if nd == 0 and not req.check_all:
                         fill_reqs.append(req)
                         fill_rows.append(base)
                     else:
-                        walks.append([req.matcher, drafts, 0, base, 0, rid, req.check_all])
+                        walks.append([req.matcher, drafts, 0, base, 0, rid, req.check_all, 0])
             elif st is THINKING:
                 if req.matcher is not None:
                     self._thinking_rows(req, drafts, base, row_logits, row_rids, walks)
@@ -432,14 +438,6 @@ class StructuredOutputManager:
                         static_at[i] = stop
                     row_logits.append(base + j)
                     row_rids.append(rid)
-            elif st is COMPILING:
-                self._resolve(req)
-                if req.status is COMPILING:
-                    raise ValueError(f"request {rid!r} is still compiling (is_ready() is False); "
-                                     f"it cannot be scheduled yet")
-                if req.status is not ERROR:
-                    raise ValueError(f"request {rid!r} became ready during grammar_bitmask; check "
-                                     f"is_ready() before scheduling it")
             base += 1 + nd
 
         n_static = len(row_logits)  # rows so far hold precomputed rows; the ones below are filled
@@ -664,21 +662,7 @@ class StructuredOutputManager:
         if end is not None:
             # the grammar starts at drafts[content_start] (the implicit end token itself, or the token
             # after the end marker); its first row is at end.offset + 1
-            m = req.matcher
-            accepted = 0
-            ok = True
-            for t in drafts[end.content_start:end.offset + 1]:
-                if not m.accept_token(t):  # type: ignore[union-attr]
-                    ok = False  # rejected (its thinking row masks it): no grammar rows
-                    break
-                accepted += 1
-                if t in self._stop_ids:
-                    ok = False  # the output ends here: no rows after it
-                    break
-            if ok:
-                walks.append([m, drafts, end.offset + 1, base, accepted, rid, req.check_all])
-            elif accepted:
-                m.rollback(accepted)  # type: ignore[union-attr]
+            walks.append([req.matcher, drafts, end.offset + 1, base, 0, rid, req.check_all, end.content_start])
 
     def _fill_plain(self, reqs: list[_Request], rows: list[int], row_logits: list[int], row_rids: list[str]) -> None:
         """One row per request at its committed state (no drafts, rows never all-allowed)."""
@@ -700,11 +684,31 @@ class StructuredOutputManager:
         row ``j``, accept draft ``j``; a request leaves when its drafts are used up, a draft is
         rejected, or a draft is a stop token; then its matcher is rolled back to the committed state.
 
-        A walk is ``[matcher, drafts, j, logits_base, accepted, request_id, check_all]``: ``j`` is the
-        next row to fill, ``accepted`` the drafts accepted so far (to roll back)."""
+        A walk is ``[matcher, drafts, j, logits_base, accepted, request_id, check_all, start]``: ``j`` is
+        the next row to fill, ``accepted`` the drafts accepted so far (to roll back); when the thinking
+        ends inside the drafts, ``drafts[start:j]`` (the implicit end token, if any) go to the grammar
+        before its first row. (Done here, after the schedule was checked, so that misuse found in
+        the schedule leaves every matcher untouched.)"""
         bm = self._bitmask
         stops = self._stop_ids
         live = walks
+        if any(w[7] < w[2] for w in walks):
+            live = []
+            for w in walks:
+                m, drafts = w[0], w[1]
+                ok = True
+                for t in drafts[w[7]:w[2]]:
+                    if not m.accept_token(t):
+                        ok = False  # rejected (its thinking row masks it): no grammar rows
+                        break
+                    w[4] += 1
+                    if t in stops:
+                        ok = False  # the output ends here: no rows after it
+                        break
+                if ok:
+                    live.append(w)
+                elif w[4]:
+                    m.rollback(w[4])
         while live:
             n0 = len(row_logits)
             if len(live) >= self.batch_fill_min_rows and not any(w[6] for w in live):

@@ -778,3 +778,31 @@ def test_batched_fill_equals_one_by_one_and_xgrammar(qwen_vocab, qwen_compiler, 
     # and the matchers were rolled back: the same call gives the same rows
     again = rows_of(batched.grammar_bitmask(schedule))
     assert all(np.array_equal(again[i], ref[i]) for i in ref)
+
+
+def test_misuse_in_a_schedule_leaves_every_matcher_untouched(qwen_vocab, qwen_compiler, qwen_parser):
+    v = qwen_vocab
+    tc = v.token_id("<tool_call>")
+    tag = {"type": "structural_tag", "format": {"type": "sequence", "elements": [
+        {"type": "token", "token": "<tool_call>"}, {"type": "json_schema", "json_schema": {"type": "object"}}]}}
+    mgr = make(v, qwen_compiler, qwen_parser, num_speculative_tokens=3)
+    mgr.add_request("t", Constraint.structural_tag(tag), v.encode(PROMPTS["open"]))
+    mgr.add_request("j", Constraint.json_schema(SCHEMA), include_reasoning=False)
+    wait_ready(mgr, "t", "j")
+    sched = [("t", v.encode(" a") + [tc] + v.encode('{"')), ("j", v.encode('{"name'))]
+    before = rows_of(mgr.grammar_bitmask(sched))
+    for bad in (sched + ["zz"], sched + [("j", [1])], sched + [("t", [1, 2, 3, 4])]):
+        with pytest.raises((KeyError, ValueError)):
+            mgr.grammar_bitmask(bad)
+    after = rows_of(mgr.grammar_bitmask(sched))
+    assert set(after) == set(before) and all(np.array_equal(after[i], before[i]) for i in before)
+
+
+def test_request_that_finished_compiling_can_be_scheduled_at_once(qwen_vocab, qwen_compiler, qwen_parser):
+    v = qwen_vocab
+    mgr = make(v, qwen_compiler, qwen_parser)
+    c = Constraint.regex("z[0-9]{1,7}z")
+    mgr.add_request("r", c, include_reasoning=False)
+    qwen_compiler.compile(c)  # wait for it without asking the manager
+    batch = mgr.grammar_bitmask(["r"])  # resolved inside the call
+    assert batch is not None and batch.request_ids == ["r"]

@@ -1,0 +1,64 @@
+"""The README's example scheduler loop, run as a test so that it never rots: requests join and leave,
+a stand-in model proposes logits, the bitmask is applied with ``kernels``, tokens are sampled and
+accepted."""
+
+from __future__ import annotations
+
+import json
+
+
+def test_readme_scheduler_loop():
+    # --- README example begins ---
+    import torch
+
+    import kernels
+    from reasoning import load_vocabulary
+    from structured_output import Constraint, StructuredOutputManager
+
+    vocab = load_vocabulary("qwen3_6")
+    mgr = StructuredOutputManager(vocab, "qwen3", max_num_seqs=2)
+    schema = {"type": "object", "properties": {"city": {"type": "string"}, "temp": {"type": "integer"}},
+              "required": ["city", "temp"]}
+    prompt = vocab.encode("<|im_start|>user\nWeather?<|im_end|>\n<|im_start|>assistant\n<think>\n")
+    # what the stand-in model would like to write (its thinking breaks the schema; the grammar waits)
+    wants = {
+        "a": vocab.encode('Paris is mild {"city"?}</think>{"city": "Paris", "temp": 18}<|im_end|>'),
+        "b": vocab.encode('Oslo: cold, "temp": [-3]!</think>{"city": "Oslo", "temp": -3}<|im_end|>'),
+        "c": vocab.encode("maybe<|im_end|>"),  # not a choice: masked to "yes" / "no"
+    }
+    requests = {"a": (Constraint.json_schema(schema), True), "b": (Constraint.json_schema(schema), True),
+                "c": (Constraint.choice(["yes", "no"]), False)}
+    waiting, running, outputs = list(requests), [], {}
+    logits = torch.empty((mgr.max_num_seqs, vocab.logits_width))
+    while waiting or running:
+        while waiting and len(running) < mgr.max_num_seqs:  # requests join
+            rid = waiting.pop(0)
+            constraint, thinks = requests[rid]
+            mgr.add_request(rid, constraint, prompt, include_reasoning=thinks)
+            running.append(rid)
+            outputs[rid] = []
+        batch_ids = [rid for rid in running if mgr.is_ready(rid)]  # compiled: schedulable
+        if not batch_ids:
+            continue
+        n = len(batch_ids)
+        logits[:n].normal_()  # the stand-in model: noise plus a strong wish for its next token
+        for i, rid in enumerate(batch_ids):
+            want = wants[rid]
+            logits[i, want[min(len(outputs[rid]), len(want) - 1)]] += 30.0
+        masks = mgr.grammar_bitmask(batch_ids)
+        if masks is not None:
+            kernels.apply_token_bitmask_inplace(logits[:n], masks.bitmask, masks.logits_indices,
+                                                vocab_size=vocab.vocab_size)
+        for rid, token in zip(batch_ids, logits[:n].argmax(dim=-1).tolist()):
+            outputs[rid].append(token)
+            result = mgr.accept_tokens(rid, [token])
+            if result.status != "ok":  # "terminated" (a stop token) or "error": the request leaves
+                mgr.remove_request(rid)
+                running.remove(rid)
+    # --- README example ends ---
+    end = vocab.token_id("</think>")
+    for rid in ("a", "b"):
+        content = vocab.decode(outputs[rid][outputs[rid].index(end) + 1:-1])
+        assert json.loads(content)["city"] in ("Paris", "Oslo"), content
+    assert vocab.decode(outputs["c"][:-1]) in ("yes", "no")
+    assert len(mgr) == 0
