@@ -1,0 +1,41 @@
+"""``python -m bench kernels`` runs, tiny, so the benchmark never rots."""
+
+from __future__ import annotations
+
+import json
+
+import torch
+
+from bench.__main__ import main as bench_main
+from bench.kernels import realistic_bitmask
+
+
+def test_bench_kernels_tiny(tmp_path, capsys):
+    out = tmp_path / "kernels.jsonl"
+    rc = bench_main(["kernels", "--batches", "1,4", "--vocabs", "4097", "--repeat", "2", "--rounds", "1",
+                     "--out", str(out)])
+    assert rc == 0
+    table = capsys.readouterr().out
+    assert "ours_us" in table and "xgr_over_ours" in table and "ours_over_fill" in table
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [(r["width"], r["batch"]) for r in rows] == [(4097, 1), (4097, 4)]
+    for r in rows:
+        assert r["bench"] == "kernels" and r["torch"] and r["xgrammar"]
+        for key in ("ours_us", "xgr_cpu_us", "fill_us", "torch_us"):
+            assert r[key] > 0
+        assert r["xgr_over_ours"] == r["xgr_cpu_us"] / r["ours_us"]
+        assert 0.0 < r["blocked_frac"] <= 1.0
+
+
+def test_realistic_bitmask_shape_and_densities():
+    width, vocab = 4160, 4100
+    bm = realistic_bitmask(8, width, vocab, seed=3)
+    assert bm.shape == (8, 130) and bm.dtype == torch.int32
+    bits = ((bm.to(torch.int64)[:, :, None] >> torch.arange(32)) & 1).reshape(8, -1)
+    allowed = bits.sum(1)
+    # rows 3 and 7 are "inside a string": almost everything below vocab allowed
+    assert allowed[3] > 0.95 * vocab and allowed[7] > 0.95 * vocab
+    # the others are JSON structure: at most 24 allowed ids
+    assert all(0 < allowed[i] <= 24 for i in (0, 1, 2, 4, 5, 6))
+    # ids past the tokenizer size are never allowed
+    assert bits[:, vocab:].sum() == 0

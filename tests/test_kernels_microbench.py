@@ -1,0 +1,55 @@
+"""pytest-benchmark micro-benchmarks of the CPU bitmask path (batch 16, Qwen3.6 width 248,320).
+
+pytest runs with --benchmark-disable by default, so each runs once as a test (and checks its
+result); ``python -m pytest tests/test_kernels_microbench.py --benchmark-enable`` times them,
+with xgrammar's CPU kernel and ``logits.fill_`` on the same tensor as baselines.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import xgrammar as xgr
+
+from bench.kernels import realistic_bitmask
+from kernels import apply_token_bitmask_inplace, apply_token_bitmask_reference
+
+WIDTH, VOCAB, BATCH = 248320, 248077, 16
+
+
+@pytest.fixture(scope="module")
+def case():
+    bitmask = realistic_bitmask(BATCH, WIDTH, VOCAB, seed=7)
+    logits = torch.randn((BATCH, WIDTH), generator=torch.Generator().manual_seed(7))
+    expected = logits.clone()
+    apply_token_bitmask_reference(expected, bitmask, None, VOCAB)
+    return logits, bitmask, expected
+
+
+@pytest.mark.parametrize("backend", ["cpu", "torch"])
+def test_apply_cpu_batch16(benchmark, case, backend):
+    logits, bitmask, expected = case
+    out = logits.clone()
+    benchmark(apply_token_bitmask_inplace, out, bitmask, None, VOCAB, backend=backend)
+    assert torch.equal(out, expected)
+
+
+def test_apply_cpu_batch16_bfloat16_with_indices(benchmark, case):
+    logits, bitmask, expected = case
+    out = logits.to(torch.bfloat16)
+    indices = torch.arange(BATCH - 1, -1, -1, dtype=torch.int32)  # reversed rows
+    benchmark(apply_token_bitmask_inplace, out, bitmask.flip(0), indices, VOCAB)
+    assert torch.equal(out, expected.to(torch.bfloat16))
+
+
+def test_baseline_xgrammar_cpu_batch16(benchmark, case):
+    logits, bitmask, expected = case
+    out = logits.clone()
+    benchmark(xgr.apply_token_bitmask_inplace, out, bitmask, vocab_size=VOCAB, backend="cpu")
+    assert torch.equal(out[:, :VOCAB], expected[:, :VOCAB])  # xgrammar leaves padding ids alone
+
+
+def test_baseline_fill_batch16(benchmark, case):
+    out = case[0].clone()
+    benchmark(out.fill_, 0.5)
+    assert bool((out == 0.5).all())
