@@ -744,9 +744,9 @@ def test_batched_fill_equals_one_by_one_and_xgrammar(qwen_vocab, qwen_compiler, 
     samples = [json.dumps(VALID), json.dumps([1, 22, 333]), json.dumps({"e": "b c"})]
     stop = v.token_id("<|im_end|>")
     batched = StructuredOutputManager(v, None, compiler=qwen_compiler, max_num_seqs=48, num_speculative_tokens=3,
-                                      batch_fill_min_rows=1)
+                                      batch_fill_min_rows=1, num_fill_threads=2)
     single = StructuredOutputManager(v, None, compiler=qwen_compiler, max_num_seqs=48, num_speculative_tokens=3,
-                                     batch_fill_min_rows=10**6)
+                                     num_fill_threads=1)
     committed, schedule, compiled = {}, [], {}
     for i in range(40):
         s = i % 3
@@ -806,3 +806,34 @@ def test_request_that_finished_compiling_can_be_scheduled_at_once(qwen_vocab, qw
     qwen_compiler.compile(c)  # wait for it without asking the manager
     batch = mgr.grammar_bitmask(["r"])  # resolved inside the call
     assert batch is not None and batch.request_ids == ["r"]
+
+
+def test_batched_fill_equals_one_by_one_with_reasoning(qwen_vocab, qwen_compiler, qwen_parser):
+    """Thinking requests whose end marker (explicit or Qwen's implicit <tool_call>) falls at every place
+    of the drafts, mixed with constrained ones: the batch matcher gives the same rows."""
+    v = qwen_vocab
+    end, tc = v.token_id("</think>"), v.token_id("<tool_call>")
+    tag = {"type": "structural_tag", "format": {"type": "sequence", "elements": [
+        {"type": "token", "token": "<tool_call>"}, {"type": "json_schema", "json_schema": SCHEMA}]}}
+    mgrs = [StructuredOutputManager(v, qwen_parser, compiler=qwen_compiler, max_num_seqs=40, num_speculative_tokens=4,
+                                    batch_fill_min_rows=1, num_fill_threads=2),
+            StructuredOutputManager(v, qwen_parser, compiler=qwen_compiler, max_num_seqs=40, num_speculative_tokens=4,
+                                    num_fill_threads=1)]
+    body = v.encode(json.dumps(VALID))
+    schedule = []
+    for i in range(40):
+        rid = f"r{i}"
+        use_tag = i % 2 == 1
+        marker = [tc] if use_tag else [end]
+        at = i % 5  # where the end marker falls in the drafts
+        drafts = (v.encode(" so") * at + marker + body)[:4]
+        for m in mgrs:
+            m.add_request(rid, Constraint.structural_tag(tag) if use_tag else Constraint.json_schema(SCHEMA),
+                          v.encode(PROMPTS["open"]))
+        schedule.append((rid, drafts))
+    for m in mgrs:
+        wait_ready(m, *[r for r, _ in schedule])
+    got = [rows_of(m.grammar_bitmask(schedule)) for m in mgrs]
+    assert set(got[0]) == set(got[1])
+    assert all(np.array_equal(got[0][i], got[1][i]) for i in got[0])
+    assert len(got[0]) > 100
