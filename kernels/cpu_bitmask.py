@@ -54,11 +54,15 @@ C_SOURCE = r"""
 #include <string.h>
 #include <pthread.h>
 #include <sched.h>
+#include <time.h>
 #include <unistd.h>
 
 #define CHUNK_TOKENS 32768
 #define BLOCK_WORDS 8
 #define MAX_THREADS 256
+#ifndef SPIN_NS
+#define SPIN_NS 50000
+#endif
 
 /* Tokens [a, b) of one row (a % 32 == 0). Tokens below `limit` follow their bit; the rest are
    set to `neg` (the -inf bit pattern of the element type). Blocks of 8 words (256 tokens) that
@@ -147,6 +151,7 @@ static uint64_t g_state;                 /* (generation << 32) | next item; atom
 static int64_t g_done;                   /* finished items of the current job; atomic */
 static uint32_t g_gen;                   /* last generation published (helpers wait on it) */
 static int g_helpers;                    /* helpers started in this process */
+static int g_sleepers;                   /* helpers blocked on g_cv; atomic */
 static pid_t g_pid;                      /* process that started them (a fork child has none) */
 static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t g_cv = PTHREAD_COND_INITIALIZER;
@@ -167,14 +172,36 @@ static void drain(uint32_t gen) {
     }
 }
 
+static int64_t now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000ll + ts.tv_nsec;
+}
+
 static void *helper(void *arg) {
     (void)arg;
     uint32_t seen = 0;
     for (;;) {
-        pthread_mutex_lock(&g_mu);
-        while (g_gen == seen) pthread_cond_wait(&g_cv, &g_mu);
-        seen = g_gen;
-        pthread_mutex_unlock(&g_mu);
+        /* Watch for the next job for SPIN_NS (back-to-back calls find the helper awake), then sleep. */
+        int64_t until = now_ns() + SPIN_NS;
+        uint32_t gen = seen;
+        while (gen == seen && now_ns() < until) {
+            for (int k = 0; k < 64; k++) {
+#if defined(__x86_64__) || defined(__i386__)
+                __builtin_ia32_pause();
+#endif
+            }
+            gen = (uint32_t)(__atomic_load_n(&g_state, __ATOMIC_ACQUIRE) >> 32);
+        }
+        if (gen == seen) {
+            pthread_mutex_lock(&g_mu);
+            __atomic_fetch_add(&g_sleepers, 1, __ATOMIC_SEQ_CST);
+            while (__atomic_load_n(&g_gen, __ATOMIC_SEQ_CST) == seen) pthread_cond_wait(&g_cv, &g_mu);
+            __atomic_fetch_sub(&g_sleepers, 1, __ATOMIC_SEQ_CST);
+            gen = __atomic_load_n(&g_gen, __ATOMIC_SEQ_CST);
+            pthread_mutex_unlock(&g_mu);
+        }
+        seen = gen;
         drain(seen);
     }
     return 0;
@@ -184,6 +211,7 @@ static int ensure_helpers(int wanted) {
     pid_t pid = getpid();
     if (g_pid != pid) {  /* first use, or a fork child: threads are not inherited, locks may be */
         g_helpers = 0;
+        g_sleepers = 0;
         g_pid = pid;
         pthread_mutex_init(&g_mu, 0);
         pthread_cond_init(&g_cv, 0);
@@ -231,9 +259,11 @@ int thinkgate_apply_bitmask(void *logits, int64_t row_stride, int64_t width,
     memcpy(&g_job, &j, sizeof j);
     __atomic_store_n(&g_done, 0, __ATOMIC_RELAXED);
     __atomic_store_n(&g_state, (uint64_t)gen << 32, __ATOMIC_RELEASE);
-    if (helpers > 0) {
+    /* Wake sleeping helpers (a futex call); spinning ones see g_state. A wake-up lost in a race
+       costs only that helper's help with this job: the caller never waits for it. */
+    __atomic_store_n(&g_gen, gen, __ATOMIC_SEQ_CST);
+    if (helpers > 0 && __atomic_load_n(&g_sleepers, __ATOMIC_SEQ_CST) > 0) {
         pthread_mutex_lock(&g_mu);
-        g_gen = gen;
         pthread_cond_broadcast(&g_cv);
         pthread_mutex_unlock(&g_mu);
     }
