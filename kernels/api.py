@@ -58,7 +58,9 @@ def apply_token_bitmask_inplace(
             vocab_size out of range, or a backend that cannot run these tensors.
 
     Host synchronisation: none on CUDA. A CUDA index tensor is not range-checked (that would need
-    a sync); an out-of-range entry there writes nothing. A list or CPU tensor is checked.
+    a sync); an out-of-range entry there writes nothing. A list or CPU tensor is checked and copied
+    to the device asynchronously; pass a device tensor to skip that copy. Nothing of size
+    [rows, V] is allocated, except by the "torch" backend.
     """
     if not isinstance(logits, torch.Tensor):
         raise ValueError(f"logits must be a torch.Tensor, got {type(logits).__name__}")
@@ -85,6 +87,9 @@ def apply_token_bitmask_inplace(
         raise ValueError(f"logits must have unit stride along the vocabulary, got strides {logits.stride()}")
     if words > 1 and bitmask.stride(1) != 1:
         raise ValueError(f"bitmask must have unit stride along its words, got strides {bitmask.stride()}")
+    if n_rows > 1 and width > 0 and abs(logits.stride(0)) < width:
+        raise ValueError(f"logits rows overlap in memory (row stride {logits.stride(0)} < width {width}); "
+                         "writing -inf into one would change another")
 
     if vocab_size is None:
         vocab = width

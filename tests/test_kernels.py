@@ -263,6 +263,7 @@ def _bad_calls():
         ((torch.zeros(100, 4).t(), B), {}, "unit stride along the vocabulary"),
         ((L, torch.zeros(4, 4, dtype=torch.int32).t()), {}, "unit stride along its words"),
         ((L, B[:3]), {}, "one row per logits row"),
+        ((torch.zeros(1, 100).expand(4, 100), B), {}, "logits rows overlap in memory"),
         ((L, B), {"vocab_size": 101}, r"vocab_size 101 is outside \[0, 100\]"),
         ((L, B), {"vocab_size": -1}, "vocab_size -1 is outside"),
         ((L, B), {"vocab_size": 50.0}, "vocab_size must be an int"),
