@@ -129,6 +129,13 @@ class XmlArgs(ArgsSyntax):
             raise ValueError("XmlArgs: close must occur in param_end")
 
     @property
+    def _json_exclude(self) -> str:
+        """What JSON strings nested in a parameter never contain. ``</`` when the closing tag starts
+        with it: JSON can always write it ``<\\/`` (the same string once decoded), and a two-character
+        exclusion compiles several times faster than the whole closing tag."""
+        return "</" if self.close.startswith("</") else self.close
+
+    @property
     def _has_string_attr(self) -> bool:
         return "{string}" in self.param_begin
 
@@ -152,7 +159,7 @@ class XmlArgs(ArgsSyntax):
         if raw:
             value = self._raw_value(resolve_ref(sub, defs))
         else:
-            value = json_fmt(_with_defs(sub, defs), max_whitespace=ws, excludes=[self.close])
+            value = json_fmt(_with_defs(sub, defs), max_whitespace=ws, excludes=[self._json_exclude])
         return seq(lit(self._begin(key, raw)), value, lit(self.param_end))
 
     def _any_param(self, lit: Literal, ws: int | None) -> Fmt:
@@ -162,7 +169,7 @@ class XmlArgs(ArgsSyntax):
         if not self._has_string_attr:
             return raw
         js = seq(lit(pre), regex(self.key_pattern), lit(post.replace("{string}", "false")),
-                 json_fmt(True, max_whitespace=ws, excludes=[self.close]), lit(self.param_end))
+                 json_fmt(True, max_whitespace=ws, excludes=[self._json_exclude]), lit(self.param_end))
         return or_(raw, js)
 
     def _check_key(self, tool: ToolSpec, key: str) -> None:
