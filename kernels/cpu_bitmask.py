@@ -13,7 +13,7 @@ of ``logits.fill_``. This kernel reads the bitmask once and touches a logit only
 
 The work is cut into (bitmask row, 32,768-column chunk) items taken from an atomic counter by the
 caller and by a persistent pool of helper threads (``torch.get_num_threads() - 1`` of them, woken
-only for calls of at least 128k logits). The caller never waits for a helper to *start*: a helper
+only for calls of at least 1M logits). The caller never waits for a helper to *start*: a helper
 that wakes late finds the items taken; the caller waits only for items a helper is running. So a
 busy machine costs the single-thread time, not a fork-join stall of a scheduler tick (measured:
 ~8 ms with OpenMP when another process held the second core). A second concurrent caller runs
@@ -45,9 +45,10 @@ import torch
 
 # Chunk of columns per work item; the C source and the thread heuristic below agree on it.
 CHUNK_TOKENS = 32768
-# Below this many logits in total the helpers are not woken: one thread does ~128k fp32 logits in
-# ~5 us, about what waking a helper costs.
-_PARALLEL_MIN_ELEMENTS = 1 << 17
+# Below this many logits in total the caller works alone: one thread writes ~1M fp32 logits in
+# ~50-200 us, and a helper that takes an item and is then preempted (another process on the core)
+# would make the caller wait for it; on small jobs that risk costs more than the helper saves.
+_PARALLEL_MIN_ELEMENTS = 1 << 20
 
 C_SOURCE = r"""
 #include <stdint.h>
