@@ -41,11 +41,12 @@ def apply_token_bitmask_inplace(
             stride may be larger than V (a slice of a wider buffer).
         bitmask: int32 [n, words] (or [words]), unit stride along words; token t is allowed iff
             bit t % 32 of word t // 32 is set. ``words`` is normally ceil(V / 32); columns past
-            32 * words are never allowed (-inf) and words past V are ignored.
+            32 * words are never allowed (-inf); bits for columns past V are ignored.
         indices: bitmask row i applies to logits row ``indices[i]``: a sequence of ints or an int32
             / int64 tensor with exactly n entries, in any order, each in [0, rows); duplicates apply
             all their masks. None: n must equal rows and row i goes to row i. Rows not named are
-            left untouched.
+            left untouched. (xgrammar's function instead reads bitmask row ``indices[i]``; here the
+            bitmask holds only the rows to mask, as the manager returns them.)
         vocab_size: the tokenizer's size when the logits are wider (padding ids); ids at or past it
             become -inf. Default V. Must be in [0, V].
         backend: "auto" (CUDA -> "triton", CPU -> "cpu", other devices -> "torch"); "triton" (CUDA,
