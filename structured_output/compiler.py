@@ -324,8 +324,9 @@ class Compiler:
                 max_ws = constraint.option("max_whitespace") if any_ws else None
                 spec = constraint.spec if kind == "json_schema" else '{"type": "object"}'
                 strict = bool(constraint.option("strict", True)) if kind == "json_schema" else False
-                return xgr.Grammar.from_json_schema(spec, any_whitespace=any_ws, max_whitespace_cnt=max_ws,
-                                                    strict_mode=strict), False
+                grammar = xgr.Grammar.from_json_schema(spec, any_whitespace=any_ws, max_whitespace_cnt=max_ws,
+                                                       strict_mode=strict)
+                return _fix_bounded_json_strings(grammar, spec), False
             if kind == "regex":
                 return xgr.Grammar.from_regex(constraint.spec), False
             if kind == "grammar":
@@ -337,7 +338,8 @@ class Compiler:
                 return xgr.Grammar.from_structural_tag(json.dumps(tag)), False
             if kind == "structural_tag":
                 tag, token_level = self.resolve_structural_tag(json.loads(constraint.spec))
-                return xgr.Grammar.from_structural_tag(json.dumps(tag)), token_level
+                grammar = xgr.Grammar.from_structural_tag(json.dumps(tag))
+                return _fix_bounded_json_strings(grammar, constraint.spec), token_level
         except ValueError:
             raise
         except Exception as e:  # xgrammar reports bad input as RuntimeError / pydantic errors
@@ -457,6 +459,26 @@ class Compiler:
                 _, (old, _) = self._cache.popitem(last=False)
                 self._cache_bytes -= old.memory_bytes
                 self._counts["evictions"] += 1
+
+
+# xgrammar 0.2.9 writes a JSON string with minLength / maxLength as ``"\"" X_characters{m, n} "\""``
+# with ``X_characters ::= (([^\"\\\r\n]))``: raw control characters (tab, U+0001...) pass, which
+# is not JSON. We narrow that class to ``[^\"\\\0-\x1f]``. Such strings still cannot hold escapes
+# (as in xgrammar): allowing ``"\\" escape`` there makes xgrammar's mask for those states uncacheable
+# (measured: a fill went from ~30 us to ~76 ms on the Qwen3.6 vocabulary).
+_BOUNDED_CHAR_RULE = re.compile(r'^(\w+_characters ::= )\(\(\[\^\\"\\\\\\r\\n\]\)\)$', re.M)
+_JSON_CHAR = r'(([^\"\\\0-\x1f]))'
+
+
+def _fix_bounded_json_strings(grammar: xgr.Grammar, spec: str) -> xgr.Grammar:
+    """``grammar`` with the length-bounded JSON string characters made JSON-valid (see above)."""
+    if "Length" not in spec:  # only minLength / maxLength strings take that path
+        return grammar
+    text = str(grammar)
+    fixed, n = _BOUNDED_CHAR_RULE.subn(lambda m: m.group(1) + _JSON_CHAR, text)
+    if n == 0 or not re.search(r"^root ::= ", text, re.M):  # xgrammar names the root "root"
+        return grammar
+    return xgr.Grammar.from_ebnf(fixed, root_rule_name="root")
 
 
 # structural-tag formats: type -> fields whose strings the output spells literally

@@ -207,3 +207,32 @@ def test_compiler_rejects_bad_settings(qwen_vocab):
         Compiler(qwen_vocab, cache_limit_bytes=-1)
     with pytest.raises(ValueError, match="no stop token"):
         Compiler(Vocabulary("nostop", [b"a", b"b"], {}, []))
+
+
+@pytest.mark.parametrize("wrap", ["schema", "tag"])
+def test_length_bounded_json_strings_stay_json(qwen_vocab, qwen_compiler, wrap):
+    """xgrammar 0.2.9 lets raw control characters into strings with minLength / maxLength; the
+    compiler narrows that character class (escapes stay out of such strings, as in xgrammar)."""
+    v = qwen_vocab
+    schema = {"type": "object", "properties": {"s": {"type": "string", "minLength": 1, "maxLength": 4}},
+              "required": ["s"]}
+    c = (Constraint.json_schema(schema, any_whitespace=False) if wrap == "schema" else
+         Constraint.structural_tag({"type": "json_schema", "json_schema": schema}))
+    grammar = qwen_compiler.compile(c).grammar
+
+    def accepts(text: str) -> bool:
+        m = xgr.GrammarMatcher(grammar)
+        return m.accept_string(text) and m.is_completed()
+
+    assert not xgr.GrammarMatcher(grammar).accept_string('{"s": "a\t')
+    assert not xgr.GrammarMatcher(grammar).accept_string('{"s": "a\x01')
+    assert accepts('{"s": "abcd"}') and not xgr.GrammarMatcher(grammar).accept_string('{"s": "abcde')
+    assert accepts('{"s": "\x7fé€x"}')  # 4 characters, multi-byte ones included
+    assert not accepts('{"s": ""}')  # minLength
+    m = xgr.GrammarMatcher(grammar)
+    for t in v.encode('{"s": "'):
+        assert m.accept_token(t)
+    allowed = _allowed(m, v.logits_width)
+    raw_controls = [i for i, b in enumerate(v.token_bytes[:v.vocab_size])
+                    if b and i not in v.special_token_ids and any(x < 0x20 for x in b)]
+    assert raw_controls and allowed.isdisjoint(raw_controls)
