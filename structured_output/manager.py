@@ -495,7 +495,7 @@ class StructuredOutputManager:
         if st is ERROR:
             return AcceptResult("error", req.message)
         if st is TERMINATED:
-            return self._after_end(req, token_ids, 0)
+            return self._after_end(req, token_ids)
         self._resolve(req)
         if req.status is ERROR:
             return AcceptResult("error", req.message)
@@ -584,7 +584,7 @@ class StructuredOutputManager:
                     req.status = TERMINATED
                     req.n_out += i
                     req.n_content += i
-                    return self._after_end(req, tokens[i:], 0)
+                    return self._after_end(req, tokens[i:])
                 req.n_out += i
                 req.n_content += i
                 return self._reject(req, t, "")
@@ -597,7 +597,8 @@ class StructuredOutputManager:
             return _TERMINATED
         return _OK
 
-    def _after_end(self, req: _Request, tokens: list[int], offset: int) -> AcceptResult:
+    def _after_end(self, req: _Request, tokens: list[int]) -> AcceptResult:
+        """Tokens after the grammar accepted a stop token: only stop tokens."""
         stops = self.vocabulary.stop_token_ids
         for i, t in enumerate(tokens):
             if t not in stops:
