@@ -837,3 +837,36 @@ def test_batched_fill_equals_one_by_one_with_reasoning(qwen_vocab, qwen_compiler
     assert set(got[0]) == set(got[1])
     assert all(np.array_equal(got[0][i], got[1][i]) for i in got[0])
     assert len(got[0]) > 100
+
+
+def test_deepseek_v4_family(deepseek_vocab):
+    """DeepSeek V4 (``deepseek_v4``): thinking by the kwarg; its two implicit ends (``｜DSML｜``,
+    ``<｜tool▁calls▁begin｜>``) are masked while thinking when the grammar cannot start with them."""
+    v = deepseek_vocab
+    comp = Compiler(v)
+    try:
+        mgr = StructuredOutputManager(v, "deepseek_v4", compiler=comp, num_speculative_tokens=2)
+        prompt = v.encode("<｜begin▁of▁sentence｜><｜User｜>Who?<｜Assistant｜>")
+        mgr.add_request("on", Constraint.json_schema(SCHEMA), prompt, chat_template_kwargs={"thinking": True})
+        mgr.add_request("off", Constraint.json_schema(SCHEMA), prompt)
+        wait_ready(mgr, "on", "off")
+        assert mgr.status("on") is RequestStatus.THINKING and mgr.status("off") is RequestStatus.CONSTRAINED
+        banned = [v.token_id("｜DSML｜"), v.token_id("<｜tool▁calls▁begin｜>")]
+        ids, cs = script_tokens(v, [("t", THINK + "</think>"), ("c", json.dumps(VALID)), ("s", "<｜end▁of▁sentence｜>")])
+        assert drive(mgr, "on", ids, cs, k=2, banned_while_thinking=banned, vocab=v).status == "terminated"
+        jsonschema.validate(json.loads(content_text(v, ids, cs)), SCHEMA)
+        out = v.encode(json.dumps(VALID)) + [v.token_id("<｜end▁of▁sentence｜>")]
+        assert drive(mgr, "off", out, 0).status == "terminated"
+    finally:
+        comp.close()
+
+
+def test_strict_false_allows_additional_properties(qwen_vocab, qwen_compiler, qwen_parser):
+    v = qwen_vocab
+    mgr = make(v, qwen_compiler, qwen_parser)
+    mgr.add_request("loose", Constraint.json_schema(SCHEMA, strict=False), include_reasoning=False)
+    mgr.add_request("strict", Constraint.json_schema(SCHEMA), include_reasoning=False)
+    wait_ready(mgr, "loose", "strict")
+    extra = v.encode(json.dumps({**VALID, "extra": [1, "x"]})) + [v.token_id("<|im_end|>")]
+    assert drive(mgr, "loose", extra, 0).status == "terminated"
+    assert mgr.accept_tokens("strict", extra).status == "error"
