@@ -28,8 +28,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="python -m bench",
         description="thinkgate benchmarks. With no sub-benchmark, runs '%s'." % DEFAULT,
         formatter_class=argparse.RawDescriptionHelpFormatter,
-        epilog="sub-benchmarks:\n" + "\n".join(f"  {n:<10} {d}" for n, (_, d) in SUBBENCHMARKS.items())
-        + "\n\n'python -m bench SUB --help' lists the options of one.",
+        epilog="'python -m bench SUB --help' lists the options of one.",
     )
     sub = p.add_subparsers(dest="bench", metavar="SUB")
     for name, (module, desc) in SUBBENCHMARKS.items():

@@ -1,0 +1,45 @@
+"""The main job, ``python -m bench`` (the engine loop), run once with tiny sizes so it never rots:
+every kind of request finishes and every output it checked is valid."""
+
+from __future__ import annotations
+
+import json
+
+from bench.__main__ import main
+
+
+def test_loop_tiny(tmp_path, capsys):
+    out = tmp_path / "loop.jsonl"
+    rc = main(["loop", "--batches", "1,4", "--drafts", "0,2", "--steps", "12", "--warmup", "1",
+               "--out", str(out), "--plot", ""])
+    text = capsys.readouterr().out
+    assert rc == 0, text
+    assert "invalid outputs: 0" in text
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert {(r["batch"], r["drafts"]) for r in rows} == {(1, 0), (4, 0), (1, 2), (4, 2)}
+    assert all(r["invalid"] == 0 and r["errors"] == 0 for r in rows)
+    assert sum(r["finished"] for r in rows) > 0
+    assert all(r["fill_us"] >= 0 and r["step_us"] > 0 for r in rows)
+
+
+def test_loop_workload_every_kind_is_valid_when_scripted(qwen_vocab):
+    """The workload's scripted outputs pass their own checker (so a failing loop means the library)."""
+    from bench.workload import DEFAULT_MIX, Workload
+
+    for kind in DEFAULT_MIX:
+        w = Workload(qwen_vocab, seed=3, mix={kind: 1.0})
+        for _ in range(5):
+            sr = w.next()
+            text = qwen_vocab.decode(sr.script[sr.content_start:-1])
+            assert sr.check(text) is None, (kind, text)
+            assert sr.check(text + "x") is not None or kind == "tool_auto", (kind, text)
+
+
+def test_help_lists_subbenchmarks(capsys):
+    import pytest
+
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    text = capsys.readouterr().out
+    for name in ("loop", "reasoning", "kernels", "step", "tools"):
+        assert name in text
