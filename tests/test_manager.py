@@ -870,3 +870,54 @@ def test_strict_false_allows_additional_properties(qwen_vocab, qwen_compiler, qw
     extra = v.encode(json.dumps({**VALID, "extra": [1, "x"]})) + [v.token_id("<|im_end|>")]
     assert drive(mgr, "loose", extra, 0).status == "terminated"
     assert mgr.accept_tokens("strict", extra).status == "error"
+
+
+# ------------------------------------------------------------------------------------------------
+# property: the row of a position does not depend on how the stream was chunked or drafted
+
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+_REF: dict = {}
+
+
+def _reference_stream(v, compiler, parser):
+    """The stream (thinking, end, JSON, stop) and the row of every position, fed one token a step."""
+    if "rows" not in _REF:
+        ids, cs = script_tokens(v, [("t", 'Hmm {"x": "}" ok'), ("t", "</think>"),
+                                    ("c", json.dumps({"name": "a", "age": 1, "tags": ["b"], "ok": False})),
+                                    ("s", "<|im_end|>")])
+        mgr = StructuredOutputManager(v, parser, compiler=compiler, max_num_seqs=1)
+        mgr.add_request("r", Constraint.json_schema(SCHEMA), v.encode(PROMPTS["open"]))
+        wait_ready(mgr, "r")
+        rows = []
+        for t in ids:
+            rows.append(rows_of(mgr.grammar_bitmask(["r"])).get(0))
+            assert mgr.accept_tokens("r", [t]).status != "error"
+        _REF.update(ids=ids, rows=rows)
+    return _REF["ids"], _REF["rows"]
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(plan=st.lists(st.tuples(st.integers(0, 4), st.integers(0, 4)), min_size=1, max_size=80))
+def test_rows_do_not_depend_on_chunking_or_drafts(qwen_vocab, qwen_compiler, qwen_parser, plan):
+    v = qwen_vocab
+    ids, ref = _reference_stream(v, qwen_compiler, qwen_parser)
+    mgr = StructuredOutputManager(v, qwen_parser, compiler=qwen_compiler, max_num_seqs=1, num_speculative_tokens=4)
+    mgr.add_request("r", Constraint.json_schema(SCHEMA), v.encode(PROMPTS["open"]))
+    wait_ready(mgr, "r")
+    pos, step = 0, 0
+    while pos < len(ids):
+        k, take = plan[step % len(plan)]
+        step += 1
+        drafts = ids[pos:pos + k]
+        rows = rows_of(mgr.grammar_bitmask([("r", drafts)]))
+        for j in range(min(len(drafts) + 1, len(ids) - pos)):
+            expected, got = ref[pos + j], rows.get(j)
+            assert (expected is None) == (got is None), (pos + j, k)
+            assert expected is None or np.array_equal(expected, got), (pos + j, k)
+        n = min(1 + min(take, len(drafts)), len(ids) - pos)  # the verifier accepts a prefix + bonus
+        res = mgr.accept_tokens("r", ids[pos:pos + n])
+        assert res.status != "error", res.message
+        pos += n
+    assert mgr.status("r") is RequestStatus.TERMINATED
