@@ -324,8 +324,12 @@ class Compiler:
                 max_ws = constraint.option("max_whitespace") if any_ws else None
                 spec = constraint.spec if kind == "json_schema" else '{"type": "object"}'
                 strict = bool(constraint.option("strict", True)) if kind == "json_schema" else False
-                grammar = xgr.Grammar.from_json_schema(spec, any_whitespace=any_ws, max_whitespace_cnt=max_ws,
-                                                       strict_mode=strict)
+                if any_ws and max_ws == 0:  # no whitespace at all: compact JSON
+                    grammar = xgr.Grammar.from_json_schema(spec, any_whitespace=False, separators=(",", ":"),
+                                                           strict_mode=strict)
+                else:
+                    grammar = xgr.Grammar.from_json_schema(spec, any_whitespace=any_ws, max_whitespace_cnt=max_ws,
+                                                           strict_mode=strict)
                 return _fix_bounded_json_strings(grammar, spec), False
             if kind == "regex":
                 return xgr.Grammar.from_regex(constraint.spec), False

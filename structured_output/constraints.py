@@ -74,8 +74,9 @@ class Constraint:
         Whitespace: ``any_whitespace=True`` (default, as vLLM and xgrammar do) lets the model put
         whitespace between JSON tokens, at most ``max_whitespace`` characters per gap (default 16:
         pretty-printing to depth 8 fits), so a model cannot spin on spaces or newlines until
-        ``max_tokens``; ``max_whitespace=None`` lifts the bound. ``any_whitespace=False`` allows
-        exactly one line as ``json.dumps`` writes it (``", "`` and ``": "``, no other whitespace).
+        ``max_tokens``; ``max_whitespace=None`` lifts the bound, ``max_whitespace=0`` allows none (compact
+        JSON, ``","`` and ``":"``). ``any_whitespace=False`` allows exactly one line as ``json.dumps``
+        writes it (``", "`` and ``": "``, no other whitespace).
         ``strict`` (default) forbids properties and items the schema does not list (an unset
         ``additionalProperties`` is read as false), as engines do for structured output."""
         if isinstance(schema, str):
@@ -136,8 +137,8 @@ class Constraint:
 def _ws(max_whitespace: int | None) -> int | None:
     if max_whitespace is None:
         return None
-    if isinstance(max_whitespace, bool) or not isinstance(max_whitespace, int) or max_whitespace < 1:
-        raise ValueError(f"max_whitespace must be a positive integer or None, got {max_whitespace!r}")
+    if isinstance(max_whitespace, bool) or not isinstance(max_whitespace, int) or max_whitespace < 0:
+        raise ValueError(f"max_whitespace must be a non-negative integer or None, got {max_whitespace!r}")
     return max_whitespace
 
 

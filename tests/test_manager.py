@@ -492,8 +492,13 @@ def test_json_whitespace_is_bounded(qwen_vocab, qwen_compiler, qwen_parser):
         assert mgr.accept_tokens("r", [space]).status == "ok"
     assert not allows(rows_of(mgr.grammar_bitmask(["r"]))[0], space)
     assert mgr.accept_tokens("r", [space]).status == "error"
-    # any_whitespace=False: json.dumps layout only
+    # any_whitespace=False: json.dumps layout only; max_whitespace=0: compact
     assert mgr.accept_tokens("c", v.encode(json.dumps(VALID))).status == "ok"
+    mgr.add_request("z", Constraint.json_schema(SCHEMA, max_whitespace=0), include_reasoning=False)
+    mgr.add_request("z2", Constraint.json_schema(SCHEMA, max_whitespace=0), include_reasoning=False)
+    wait_ready(mgr, "z", "z2")
+    assert mgr.accept_tokens("z", v.encode(json.dumps(VALID, separators=(",", ":")))).status == "ok"
+    assert mgr.accept_tokens("z2", v.encode(json.dumps(VALID))).status == "error"
     mgr.add_request("c2", Constraint.json_schema(SCHEMA, any_whitespace=False), include_reasoning=False)
     wait_ready(mgr, "c2")
     assert mgr.accept_tokens("c2", v.encode('{ "name"')).status == "error"
@@ -555,7 +560,7 @@ def test_constraint_values_rejected_early():
     with pytest.raises(ValueError, match="empty"):
         Constraint.choice([])
     with pytest.raises(ValueError, match="max_whitespace"):
-        Constraint.json_schema({}, max_whitespace=0)
+        Constraint.json_schema({}, max_whitespace=-1)
     assert Constraint.json_schema({"a": 1, "b": 2}).key != Constraint.json_schema({"b": 2, "a": 1}).key
 
 
