@@ -151,35 +151,29 @@ def _rx_not(chars: Iterable[str]) -> str:
 def no_substring_regex(forbidden: str) -> str:
     """A regex for any string, possibly empty, that does not contain ``forbidden``.
 
-    Needs ``forbidden[0]`` to occur nowhere else in it (true of closing tags such as ``</parameter>``
-    and of ``<|"|>``): then, in the Knuth-Morris-Pratt automaton, every character either advances a
-    partial match, restarts one (``forbidden[0]``) or falls back to the start, which gives the regex
-    ``( [^a] | a B* C )* ( a B* D )?`` with ``a = forbidden[0]``, ``B`` the ways back to "just read a",
-    ``C`` the ways back to the start and ``D`` an unfinished partial match at the end. Character classes
-    only: control tokens (whose text is private bytes, never UTF-8) never match. Compiles several times
-    faster in xgrammar than the equivalent right-recursive EBNF."""
+    Needs ``forbidden[0]`` (say ``a``) to occur nowhere else in it, as in closing tags such as
+    ``</parameter>`` and in ``<|"|>``. Then every ``a`` starts a chunk, and a string avoids ``forbidden``
+    iff no chunk starts with it::
+
+        [^a]* ( a Y )*     Y = ( [^s1 a][^a]* | s1 ( [^s2 a][^a]* | s2 ( ... ( [^s(n-1) a][^a]* )? ... )? )? )?
+
+    Character classes only, so control tokens (whose text is private bytes, never UTF-8) never
+    match. This form keeps xgrammar's token masks precomputable: a mask fill inside such a value
+    takes ~0.1 ms, where the textbook automaton form (``(B* C)*`` loops) takes ~100 ms per fill on a
+    250k vocabulary."""
     s = forbidden
     if not s:
         raise ValueError("no_substring_regex: the forbidden string is empty")
     a = s[0]
     if a in s[1:]:
         raise ValueError(f"no_substring_regex: {s!r} repeats its first character")
-    n = len(s)
-    if n == 1:
-        return _rx_not(a) + "*"
-
-    def nest(k: int, kind: str) -> str:
-        if k == n - 1:
-            return {"B": _rx(a), "C": _rx_not([s[k], a]), "D": ""}[kind]
-        inner = nest(k + 1, kind)
-        if kind == "B":
-            return f"({_rx(a)}|{_rx(s[k])}{inner})"
-        if kind == "C":
-            return f"({_rx_not([s[k], a])}|{_rx(s[k])}{inner})"
-        return f"({_rx(s[k])}{inner})?"
-
-    b, c, d = nest(1, "B"), nest(1, "C"), nest(1, "D")
-    return f"({_rx_not(a)}|{_rx(a)}{b}*{c})*({_rx(a)}{b}*{d})?"
+    rest = _rx_not(a) + "*"
+    if len(s) == 1:
+        return rest
+    y = f"({_rx_not([s[-1], a])}{rest})?"  # reading the last character would complete it
+    for k in range(len(s) - 2, 0, -1):
+        y = f"({_rx_not([s[k], a])}{rest}|{_rx(s[k])}{y})?"
+    return f"{rest}({_rx(a)}{y})*"
 
 
 def canonical(obj: Any) -> str:
