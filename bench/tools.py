@@ -1,0 +1,222 @@
+"""``python -m bench tools``: tool-choice constraints, per format and number of tools.
+
+For each format and tool count (default 1, 10, 100 tools from the corpus ``tests/data/tools/corpus.json``;
+past its 56 tools, renamed copies), a ``required`` request:
+
+- ``build_ms``: our builder (request normalisation + structural tag), pure Python;
+- ``cold_ms``: the compile on an empty cache (``Compiler.compile``: validation, then xgrammar's mask
+  precomputation), median over ``--repeat`` cold compiles;
+- ``cached_us``: the same constraint again (a cache hit: what every later request with these tools pays);
+- ``xgr_cold_ms``: xgrammar's own ``get_model_structural_tag`` for the same tools, compiled cold on
+  the same vocabulary with xgrammar's usual TokenizerInfo (control tokens keep their text), where
+  xgrammar has a tag for the format (the baseline; it lacks our fixes, see tests);
+- ``fill_us``: median time of one mask fill while the first tool's call is written (one request,
+  one row: the per-step cost the constraint adds), ``fill_max_us`` its maximum.
+
+Each format uses its family vocabulary (``structured_output.tools.vocabs``: real where an offline
+vocabulary has the markers, else the Qwen3.6 table plus the family's markers). Results are appended
+to ``bench/results/tools.jsonl``.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+DESCRIPTION = "tool-choice constraint compile time, cold and cached, per format"
+
+# our format -> xgrammar's builtin model tag (where one exists)
+XGRAMMAR_TAGS = {
+    "hermes": "qwen_3", "qwen3_coder": "qwen_3_coder", "llama3_json": "llama", "deepseek_v3": "deepseek_r1",
+    "deepseek_v31": "deepseek_v3_1", "deepseek_v32": "deepseek_v3_2", "deepseek_v4": "deepseek_v4",
+    "kimi_k2": "kimi", "glm47": "glm_4_7", "minimax_m2": "minimax", "gemma4": "gemma_4", "openai": "harmony",
+}
+
+
+def _int_list(text: str) -> list[int]:
+    try:
+        values = [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from None
+    if not values or min(values) < 1:
+        raise argparse.ArgumentTypeError(f"expected positive integers, got {text!r}")
+    return values
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--formats", default="all",
+                   help="comma-separated format names (default: every format with a structural tag)")
+    p.add_argument("--sizes", type=_int_list, default=[1, 10, 100], help="tool counts (default 1,10,100)")
+    p.add_argument("--repeat", type=int, default=3, help="cold compiles per point (default 3)")
+    p.add_argument("--threads", type=int, default=2, help="compiler threads (default 2)")
+    p.add_argument("--no-xgrammar", action="store_true", help="skip the xgrammar baseline column")
+    p.add_argument("--no-fill", action="store_true", help="skip the mask-fill column")
+    p.add_argument("--out", default=None, help="JSON-lines file (default bench/results/tools.jsonl)")
+
+
+def corpus_tools(n: int) -> list[dict]:
+    """``n`` tools: the corpus in order, then renamed deep copies (``name_2`` ...)."""
+    import copy
+    import json
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parent.parent / "tests" / "data" / "tools" / "corpus.json"
+    entries = json.loads(path.read_text(encoding="utf-8"))["tools"]
+    out = []
+    for i in range(n):
+        e = entries[i % len(entries)]
+        t = copy.deepcopy(e["tool"])
+        if i >= len(entries):
+            t["function"]["name"] += f"_{i // len(entries) + 1}"
+        out.append(t)
+    return out
+
+
+def main(args: argparse.Namespace) -> int:
+    import json
+    import statistics
+    import time
+
+    import xgrammar as xgr
+
+    from bench.harness import print_table, progress, write_rows
+    from structured_output.compiler import Compiler
+    from structured_output.tools import build_tool_constraint, list_tool_formats
+    from structured_output.tools.vocabs import FORMAT_VOCABULARY, format_vocabulary
+
+    names = [f for f in list_tool_formats() if f in FORMAT_VOCABULARY and f != "json"]
+    if args.formats != "all":
+        wanted = [f.strip() for f in args.formats.split(",") if f.strip()]
+        unknown = [f for f in wanted if f not in names]
+        if unknown:
+            raise SystemExit(f"unknown format(s) {unknown}; known: {', '.join(names)}")
+        names = wanted
+    rows = []
+    compilers: dict[str, Compiler] = {}
+    xgr_compilers: dict[str, xgr.GrammarCompiler] = {}
+    for fmt in names:
+        vocab = format_vocabulary(fmt)
+        comp = compilers.get(vocab.name)
+        if comp is None:
+            progress(f"vocabulary {vocab.name}")
+            comp = compilers[vocab.name] = Compiler(vocab, num_threads=args.threads)
+        for n in args.sizes:
+            tools = corpus_tools(n)
+            t0 = time.perf_counter()
+            c = build_tool_constraint(tools, "required", format=fmt)
+            build_ms = (time.perf_counter() - t0) * 1e3
+            assert c is not None
+            colds = []
+            for _ in range(max(1, args.repeat)):
+                comp.clear_cache()
+                t0 = time.perf_counter()
+                compiled = comp.compile(c)
+                colds.append((time.perf_counter() - t0) * 1e3)
+            hits = []
+            for _ in range(50):
+                t0 = time.perf_counter()
+                comp.compile(c)
+                hits.append((time.perf_counter() - t0) * 1e6)
+            row = {"format": fmt, "tools": n, "vocab": vocab.name, "build_ms": build_ms,
+                   "cold_ms": statistics.median(colds), "cached_us": statistics.median(hits),
+                   "spec_kb": len(c.spec.encode()) / 1024}
+            if not args.no_fill:
+                row.update(_fill_times(fmt, vocab, compiled, tools[0]))
+            if not args.no_xgrammar and fmt in XGRAMMAR_TAGS:
+                row["xgr_cold_ms"] = _xgrammar_cold(fmt, vocab, tools, xgr_compilers, args)
+            progress(f"{fmt} x{n}: cold {row['cold_ms']:.0f} ms")
+            rows.append(row)
+    cols = ["format", "tools", "build_ms", "cold_ms", "cached_us", "xgr_cold_ms", "fill_us", "fill_max_us", "spec_kb"]
+    print_table(rows, cols)
+    path = write_rows("tools", rows, args.out)
+    progress(f"results appended to {path}")
+    return 0
+
+
+def _xgrammar_cold(fmt, vocab, tools, cache, args) -> float | None:
+    import json
+    import statistics
+    import time
+
+    import xgrammar as xgr
+    from xgrammar.builtin_structural_tag import get_model_structural_tag
+
+    comp = cache.get(vocab.name)
+    if comp is None:
+        info = xgr.TokenizerInfo(list(vocab.token_bytes), xgr.VocabType.RAW, vocab_size=vocab.logits_width,
+                                 stop_token_ids=sorted(vocab.stop_token_ids))
+        comp = cache[vocab.name] = xgr.GrammarCompiler(info, max_threads=args.threads, cache_enabled=False)
+    plain = json.loads(json.dumps(tools))
+    for t in plain:
+        t["function"].pop("strict", None)
+    try:
+        tag = get_model_structural_tag(XGRAMMAR_TAGS[fmt], tools=plain, tool_choice="required", reasoning="disabled")
+    except Exception:  # pragma: no cover - a schema xgrammar's builder refuses
+        return None
+    times = []
+    for _ in range(max(1, args.repeat)):
+        t0 = time.perf_counter()
+        comp.compile_structural_tag(tag)
+        times.append((time.perf_counter() - t0) * 1e3)
+    return statistics.median(times)
+
+
+def _fill_times(fmt, vocab, compiled, tool) -> dict:
+    """Mask-fill time per token while one call of ``tool`` is written (rendered by the test corpus'
+    example, read back from our own reader-side literals is not needed: the grammar must accept it)."""
+    import statistics
+    import time
+
+    import xgrammar as xgr
+
+    text = _render_call(fmt, tool)
+    if text is None:
+        return {}
+    m = xgr.GrammarMatcher(compiled.grammar)
+    mask = xgr.allocate_token_bitmask(1, vocab.logits_width)
+    times = []
+    for t in vocab.encode(text):
+        t0 = time.perf_counter()
+        m.fill_next_token_bitmask(mask)
+        times.append((time.perf_counter() - t0) * 1e6)
+        if not m.accept_token(t):
+            return {"fill_us": None, "fill_max_us": None}
+    return {"fill_us": statistics.median(times), "fill_max_us": max(times)}
+
+
+def _render_call(fmt: str, tool: dict) -> str | None:
+    """One call of ``tool`` with arguments ``{"location": "Zürich <b>x</b>", ...}`` as the model writes it
+    (the first corpus tool is get_weather)."""
+    import json
+
+    if tool["function"]["name"] != "get_weather":
+        return None
+    a = {"location": "Zürich, 8001 <b>CH</b>", "unit": "celsius"}
+    j = json.dumps(a, ensure_ascii=False)
+    xml = {
+        "qwen3_coder": "<parameter=location>\nZürich, 8001 <b>CH</b>\n</parameter>\n<parameter=unit>\ncelsius\n</parameter>\n",
+        "minimax_m2": '<parameter name="location">Zürich, 8001 <b>CH</b></parameter>\n<parameter name="unit">celsius</parameter>\n',
+        "dsml": '<｜DSML｜parameter name="location" string="true">Zürich, 8001 <b>CH</b></｜DSML｜parameter>\n'
+                '<｜DSML｜parameter name="unit" string="true">celsius</｜DSML｜parameter>\n',
+        "glm47": "<arg_key>location</arg_key><arg_value>Zürich, 8001 <b>CH</b></arg_value>"
+                 "<arg_key>unit</arg_key><arg_value>celsius</arg_value>",
+    }
+    return {
+        "hermes": f'<tool_call>\n{{"name": "get_weather", "arguments": {j}}}\n</tool_call>',
+        "qwen3_coder": f"<tool_call>\n<function=get_weather>\n{xml['qwen3_coder']}</function>\n</tool_call>",
+        "llama3_json": f'{{"name": "get_weather", "parameters": {j}}}',
+        "mistral": f"[TOOL_CALLS]get_weather[ARGS]{j}",
+        "deepseek_v3": f"<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>get_weather\n```json\n{j}\n```"
+                       "<｜tool▁call▁end｜><｜tool▁calls▁end｜>",
+        "deepseek_v31": f"<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>get_weather<｜tool▁sep｜>{j}<｜tool▁call▁end｜>"
+                        "<｜tool▁calls▁end｜>",
+        "deepseek_v32": f'<｜DSML｜function_calls>\n<｜DSML｜invoke name="get_weather">\n{xml["dsml"]}</｜DSML｜invoke>\n'
+                        "</｜DSML｜function_calls>",
+        "deepseek_v4": f'<｜DSML｜tool_calls>\n<｜DSML｜invoke name="get_weather">\n{xml["dsml"]}</｜DSML｜invoke>\n'
+                       "</｜DSML｜tool_calls>",
+        "kimi_k2": f"<|tool_calls_section_begin|><|tool_call_begin|>functions.get_weather:0<|tool_call_argument_begin|>{j}"
+                   "<|tool_call_end|><|tool_calls_section_end|>",
+        "glm47": f"<tool_call>get_weather{xml['glm47']}</tool_call>",
+        "minimax_m2": f'<minimax:tool_call>\n<invoke name="get_weather">\n{xml["minimax_m2"]}</invoke>\n</minimax:tool_call>',
+        "gemma4": '<|tool_call>call:get_weather{location:<|"|>Zürich, 8001 <b>CH</b><|"|>,unit:<|"|>celsius<|"|>}<tool_call|>',
+        "openai": f"<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>{j}",
+    }.get(fmt)
