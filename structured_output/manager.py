@@ -93,7 +93,8 @@ class _Request:
     """Per-request state (small; freed at remove)."""
 
     __slots__ = ("rid", "constraint", "status", "message", "future", "deadline", "compiled", "matcher",
-                 "tracker", "think_row", "pending_row", "pending", "n_out", "n_content", "check_all")
+                 "tracker", "think_row", "pending_row", "pending", "dynamic_keep", "n_out", "n_content",
+                 "check_all")
 
     def __init__(self, rid: str, constraint: Constraint | None, tracker: ReasoningTracker | None) -> None:
         self.rid = rid
@@ -108,6 +109,7 @@ class _Request:
         self.think_row: np.ndarray | None = None    # row for a thinking position (None: no row)
         self.pending_row: np.ndarray | None = None  # row while the first token decides (None: no row)
         self.pending = False                        # the next token decides thinking vs content
+        self.dynamic_keep = False                   # the tracker says, every step, what keeps it pending
         self.n_out = 0                              # tokens accepted (output position of the next)
         self.n_content = 0                          # tokens fed to the grammar
         self.check_all = False                      # rows may allow everything: fill one by one
@@ -480,10 +482,12 @@ class StructuredOutputManager:
             return self._feed(req, m, token_ids)
         if st is THINKING:
             end = req.tracker.advance(token_ids)  # type: ignore[union-attr]
-            req.pending = False
             if end is None:
                 req.n_out += len(token_ids)
+                if req.pending:
+                    self._refresh_pending(req)
                 return _OK
+            req.pending = False
             req.status = CONSTRAINED
             m = req.matcher
             if m is None:
@@ -550,18 +554,45 @@ class StructuredOutputManager:
             banned = [t for t in self._implicit_ids if not compiled.allows_first(t)]
             d[key] = _row_without(self._all_row, banned) if banned else None
         req.think_row = d[key]
+        req.dynamic_keep = callable(getattr(req.tracker, "keep_thinking_token_ids", None))
+        req.pending = True
+        self._refresh_pending(req)
+
+    def _refresh_pending(self, req: _Request) -> None:
+        """Is the next token the one that decides between thinking and content (a family whose model
+        may skip its thinking)? Then its row is the grammar's first-token mask plus the tokens that
+        keep the thinking possible.
+
+        A tracker that offers ``keep_thinking_token_ids()`` (granite: the decision can take several
+        tokens) says so at every step; for the others (token markers: the first token decides) we
+        probe once whether an ordinary token would start the content, and take as keepers the control
+        tokens that would not."""
         tracker = req.tracker
-        probe = self._probe_id
-        end = tracker.scan([probe]) if probe is not None else None  # type: ignore[union-attr]
-        if end is not None and end.is_content and end.offset == 0:
-            req.pending = True
-            keep = self._pending_keep_ids(tracker)  # type: ignore[arg-type]
-            pkey = ("pending", keep)
-            if pkey not in d:
-                row = compiled.initial_mask.copy()
-                _set_bits(row, keep)
-                d[pkey] = None if np.array_equal(row, self._all_row) else row
-            req.pending_row = d[pkey]
+        compiled = req.compiled
+        keep: frozenset[int] | tuple[int, ...] | None
+        if req.dynamic_keep:
+            keep = tracker.keep_thinking_token_ids()  # type: ignore[union-attr]
+        elif req.n_out == 0 and self._probe_id is not None:
+            end = tracker.scan([self._probe_id])  # type: ignore[union-attr]
+            keep = self._pending_keep_ids(tracker) if (end is not None and end.is_content and end.offset == 0) \
+                else None  # type: ignore[arg-type]
+        else:
+            keep = None
+        if keep is None or compiled is None:
+            req.pending = False
+            req.pending_row = None
+            return
+        d = compiled.derived
+        pkey = ("pending", keep)
+        row = d.get(pkey, False)
+        if row is False:
+            row = compiled.initial_mask.copy()
+            _set_bits(row, keep)
+            row = None if np.array_equal(row, self._all_row) else row
+            if len(d) < 1024:  # keeper sets per prefix are few; bound the cache anyway
+                d[pkey] = row
+        req.pending = True
+        req.pending_row = row
 
     def _pending_keep_ids(self, tracker: ReasoningTracker) -> tuple[int, ...]:
         """Tokens that, as the first token, keep the thinking going or end it explicitly (not content)."""

@@ -926,3 +926,35 @@ def test_rows_do_not_depend_on_chunking_or_drafts(qwen_vocab, qwen_compiler, qwe
         assert res.status != "error", res.message
         pos += n
     assert mgr.status("r") is RequestStatus.TERMINATED
+
+
+def test_text_marker_family_pending_rows(qwen_vocab, qwen_compiler):
+    """granite (text markers, thinking when asked): while the first tokens decide between thinking and
+    answering, each row is the grammar's first-token mask plus the tokens the tracker says keep the
+    thinking possible; then nothing while thinking; the grammar after "Here is my response:"."""
+    v = qwen_vocab
+    mgr = StructuredOutputManager(v, "granite", compiler=qwen_compiler)
+    prompt = v.encode("<|im_start|>user\nWho?<|im_end|>\n<|im_start|>assistant\n")
+    for rid in ("think", "skip"):
+        mgr.add_request(rid, Constraint.json_schema(SCHEMA), prompt, chat_template_kwargs={"thinking": True})
+    wait_ready(mgr, "think", "skip")
+    brace = v.encode("{")[0]
+    ids = v.encode("Here is my thought process:\nThe {answer} is \"x\".\nHere is my response:")
+    n_marker = len(v.encode("Here is my thought process:"))
+    for i, t in enumerate(ids[:n_marker]):
+        row = rows_of(mgr.grammar_bitmask(["think"]))[0]
+        assert allows(row, t) and allows(row, brace), i
+        assert not allows(row, v.encode("Hello")[0]) or t == v.encode("Hello")[0]
+        assert mgr.accept_tokens("think", [t]).status == "ok"
+    rest = ids[n_marker:]
+    for t in rest:
+        assert mgr.grammar_bitmask(["think"]) is None  # thinking: nothing masked
+        assert mgr.accept_tokens("think", [t]).status == "ok"
+    assert mgr.status("think") is RequestStatus.CONSTRAINED
+    out = v.encode(json.dumps(VALID)) + [v.token_id("<|im_end|>")]
+    assert drive(mgr, "think", out, 0).status == "terminated"
+    # skipping the thoughts: "Here" then "{" -> the content starts at "{"
+    assert mgr.accept_tokens("skip", v.encode("Here")).status == "ok"
+    row = rows_of(mgr.grammar_bitmask(["skip"]))[0]
+    assert allows(row, brace) and allows(row, v.encode(" is")[0])
+    assert mgr.accept_tokens("skip", v.encode(json.dumps(VALID)) + [v.token_id("<|im_end|>")]).status == "terminated"
