@@ -50,6 +50,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="every N-th row is a mostly-allowed 'inside a string' row (default 4; 0: none)")
     p.add_argument("--device", choices=["auto", "cpu"], default="auto",
                    help="auto: add the GPU columns when CUDA is available")
+    p.add_argument("--threads", type=int, default=0,
+                   help="torch.set_num_threads(N) first: the budget of fill_, torch ops and our CPU path "
+                        "(default 0: leave torch's setting)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", default=None, help="JSON-lines file (default bench/results/kernels.jsonl)")
 
@@ -139,6 +142,8 @@ def main(args: argparse.Namespace) -> int:
     from kernels import apply_token_bitmask_inplace
 
     dtype = getattr(torch, args.dtype)
+    if args.threads > 0:
+        torch.set_num_threads(args.threads)
     cuda = args.device == "auto" and torch.cuda.is_available()
     bandwidth = _copy_bandwidth() if cuda else None
     if bandwidth:
