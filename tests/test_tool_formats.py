@@ -456,6 +456,28 @@ def test_closing_tag_inside_string_value(fmt: str) -> None:
     assert_rejected_at(fam, c, start + "Paris", "", offset=offset, bad_ids=spelled)
 
 
+IMPLICIT = {"hermes": "I should call a tool.\n", "qwen3_coder": "I should call a tool.\n",
+            "deepseek_v32": "I should call a tool.", "deepseek_v4": "I should call a tool.",
+            "deepseek_v3": "I should call a tool.", "deepseek_v31": "I should call a tool.",
+            "kimi_k2": "<think>I should call a tool.", "glm47": "<think>I should call a tool.",
+            "minimax_m2": "<think>\nI should call a tool.\n", "gemma4": "<|channel>thought\nI should call a tool.",
+            "mistral": "[THINK]I should call a tool."}
+
+
+@pytest.mark.parametrize("fmt", list(IMPLICIT))
+def test_call_that_ends_the_thinking_implicitly(fmt: str) -> None:
+    """The call's first marker ends the thinking without its end marker (Qwen's <tool_call>, DeepSeek
+    V4's ｜DSML｜ after a "<" still in the thinking ...): the grammar starts at that token."""
+    fam = FAMILIES[fmt]
+    c, tools, choice = constraint(fmt, "required")
+    names = window(fmt)
+    calls = [(names[1], example(names[1]))]
+    block = fam.block(calls)
+    finish(fam, c, IMPLICIT[fmt] + block)
+    content = block.split("<｜DSML｜", 1)[1] if "DSML" in block else block
+    check_reader(fam, tools, choice, ("｜DSML｜" + content) if "DSML" in block else content, calls)
+
+
 def test_family_vocabularies() -> None:
     for fmt, fam in FAMILIES.items():
         assert FORMAT_VOCABULARY[fmt] == fam.vocab

@@ -181,9 +181,13 @@ class CallFormat(ToolFormat):
         return {"type": "tags_with_separator", "tags": tags, "separator": self.call_sep, "at_least_one": True,
                 "stop_after_first": False}
 
-    def _section(self, inner: Fmt, lit: Literal) -> Fmt:
+    def _section(self, inner: Fmt, lit: Literal, *, optional_lead: bool = False) -> Fmt:
         assert self.section is not None
-        return seq(lit(self.section[0]), inner, lit(self.section[1]))
+        begin = lit(self.section[0])
+        if optional_lead and self._lead_text:
+            # DSML: the "<" before the first ｜DSML｜ may sit in the thinking, whose end is that token
+            begin = seq(opt(lit(self._lead_text)), lit(self.section[0][len(self._lead_text):]))
+        return seq(begin, inner, lit(self.section[1]))
 
     def structural_tag(self, request: ToolRequest, *, vocabulary: Vocabulary | None = None,
                        max_whitespace: int | None = DEFAULT_MAX_WHITESPACE) -> dict[str, Any] | None:
@@ -195,7 +199,7 @@ class CallFormat(ToolFormat):
         ws = max_whitespace
         if request.mode in ("required", "named"):
             calls = self._calls(tools, lit, ws, one=request.max_calls == 1)
-            block = self._section(calls, lit) if self.section else calls
+            block = self._section(calls, lit, optional_lead=True) if self.section else calls
             return structural_tag(seq(regex(LEAD_WHITESPACE), block))
         excludes = self._free_text_excludes(vocabulary, keep=[self._trigger])
         if request.mode == "none" or not tools:
