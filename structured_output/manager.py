@@ -470,16 +470,33 @@ class StructuredOutputManager:
             raise KeyError(f"unknown request {request_id!r}")
         if type(token_ids) is not list:
             token_ids = self._as_token_list(token_ids)
-        if token_ids and (min(token_ids) < 0 or max(token_ids) >= self.logits_width):
-            bad = next(t for t in token_ids if not 0 <= t < self.logits_width)
-            raise ValueError(f"request {request_id!r}: token id {bad} is outside [0, {self.logits_width})")
+        n = len(token_ids)
+        width = self.logits_width
+        if n == 1:
+            if not 0 <= token_ids[0] < width:
+                self._bad_token(request_id, token_ids)
+        elif n and (min(token_ids) < 0 or max(token_ids) >= width):
+            self._bad_token(request_id, token_ids)
         st = req.status
-        if st is CONSTRAINED:
+        if st is CONSTRAINED:  # the hot path, inlined: feed every token to the grammar
             m = req.matcher
             if m is None:  # unconstrained
-                req.n_out += len(token_ids)
+                req.n_out += n
                 return _OK
-            return self._feed(req, m, token_ids)
+            accept = m.accept_token
+            i = 0
+            for t in token_ids:
+                if not accept(t):
+                    return self._rejected(req, m, token_ids, i)
+                i += 1
+            req.n_out += n
+            req.n_content += n
+            # every token was accepted, so only the last can be a stop token (one before it would
+            # have terminated the grammar and failed the next); accepting a stop token terminates it
+            if n and token_ids[-1] in self._stop_ids:
+                req.status = TERMINATED
+                return _TERMINATED
+            return _OK
         if st is THINKING:
             end = req.tracker.advance(token_ids)  # type: ignore[union-attr]
             if end is None:
@@ -607,26 +624,27 @@ class StructuredOutputManager:
 
     # -- internals: accept -----------------------------------------------------------------------
     def _feed(self, req: _Request, m: xgr.GrammarMatcher, tokens: list[int]) -> AcceptResult:
-        """Feed content tokens to the grammar."""
+        """Feed content tokens to the grammar (the same as the inlined hot path of accept_tokens)."""
         accept = m.accept_token
         for i, t in enumerate(tokens):
             if not accept(t):
-                if m.is_terminated():
-                    req.status = TERMINATED
-                    req.n_out += i
-                    req.n_content += i
-                    return self._after_end(req, tokens[i:])
-                req.n_out += i
-                req.n_content += i
-                return self._reject(req, t, "")
-        req.n_out += len(tokens)
-        req.n_content += len(tokens)
-        # every token was accepted, so only the last can be a stop token (one before it would have
-        # terminated the grammar and failed the next); accepting a stop token terminates it
-        if tokens and tokens[-1] in self._stop_ids:
+                return self._rejected(req, m, tokens, i)
+        n = len(tokens)
+        req.n_out += n
+        req.n_content += n
+        if n and tokens[-1] in self._stop_ids:
             req.status = TERMINATED
             return _TERMINATED
         return _OK
+
+    def _rejected(self, req: _Request, m: xgr.GrammarMatcher, tokens: list[int], i: int) -> AcceptResult:
+        """``tokens[i]`` was rejected after ``tokens[:i]`` were accepted."""
+        req.n_out += i
+        req.n_content += i
+        if m.is_terminated():
+            req.status = TERMINATED
+            return self._after_end(req, tokens[i:])
+        return self._reject(req, tokens[i], "")
 
     def _after_end(self, req: _Request, tokens: list[int]) -> AcceptResult:
         """Tokens after the grammar accepted a stop token: only stop tokens."""
@@ -646,6 +664,10 @@ class StructuredOutputManager:
                    f"constraint{why}")
         self._fail(req, message)
         return AcceptResult("error", message)
+
+    def _bad_token(self, request_id: str, token_ids: list[int]) -> None:
+        bad = next(t for t in token_ids if not 0 <= t < self.logits_width)
+        raise ValueError(f"request {request_id!r}: token id {bad} is outside [0, {self.logits_width})")
 
     @staticmethod
     def _as_token_list(token_ids: Any) -> list[int]:
