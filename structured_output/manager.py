@@ -747,6 +747,9 @@ class StructuredOutputManager:
         ends inside the drafts, ``drafts[start:j]`` (the implicit end token, if any) go to the grammar
         before its first row. (Done here, after the schedule was checked, so that misuse found in
         the schedule leaves every matcher untouched.)"""
+        if len(walks) < self.batch_fill_min_rows:
+            self._walk_one_by_one(walks, row_logits, row_rids)
+            return
         bm = self._bitmask
         stops = self._stop_ids
         live = walks
@@ -795,6 +798,42 @@ class StructuredOutputManager:
                 if w[4]:
                     w[0].rollback(w[4])
             live = nxt
+
+
+    def _walk_one_by_one(self, walks: list[list[Any]], row_logits: list[int], row_rids: list[str]) -> None:
+        """``_fill_walks`` without the batch matcher: each request's rows in one tight loop (the
+        same rows; only their order in the batch differs)."""
+        bm = self._bitmask
+        stops = self._stop_ids
+        for m, drafts, j, base, accepted, rid, check_all, start in walks:
+            accept = m.accept_token
+            ok = True
+            for t in drafts[start:j]:  # content drafts before the first grammar row (implicit end)
+                if not accept(t):
+                    ok = False
+                    break
+                accepted += 1
+                if t in stops:
+                    ok = False
+                    break
+            if ok:
+                fill = m.fill_next_token_bitmask
+                nd = len(drafts)
+                while True:
+                    if fill(bm, len(row_logits)) or not check_all:
+                        row_logits.append(base + j)
+                        row_rids.append(rid)
+                    if j == nd:
+                        break
+                    t = drafts[j]
+                    if not accept(t):
+                        break
+                    accepted += 1
+                    if t in stops:
+                        break
+                    j += 1
+            if accepted:
+                m.rollback(accepted)
 
 
 # -- row helpers -----------------------------------------------------------------------------------
