@@ -492,3 +492,35 @@ def test_corpus_covered() -> None:
     used = {n for f in FORMATS for n in window(f)}
     assert used == set(BY_NAME), sorted(set(BY_NAME) - used)
     assert len(TOOLS) >= 50
+
+
+def test_vocabulary_aware_constraints() -> None:
+    """With the vocabulary, auto's free text excludes every control token but the stop tokens and the
+    trigger; a format whose trigger is not a control token of the vocabulary is a clear error."""
+    v = vocab("qwen3_6")
+    c = build_tool_constraint([BY_NAME[STRICT_TOOL]], "auto", format="hermes", vocabulary=v)
+    assert c is not None
+    fmt = json.loads(c.spec)["format"]
+    assert fmt["type"] == "token_triggered_tags" and fmt["trigger_tokens"] == ["<tool_call>"]
+    excluded = set(fmt["exclude_tokens"])
+    assert "<|im_start|>" in excluded and "</think>" in excluded and "<tool_call>" not in excluded
+    assert not excluded & {"<|im_end|>", "<|endoftext|>"}
+    finish(FAMILIES["hermes"], c, QWEN_THINK + "Sure." + FAMILIES["hermes"].block([(STRICT_TOOL, example(STRICT_TOOL))]))
+    assert_rejected_at(FAMILIES["hermes"], c, QWEN_THINK + "Sure.", "<|im_start|>")
+    with pytest.raises(ValueError, match=r"has no control token '｜DSML｜'"):
+        build_tool_constraint([BY_NAME[ANCHOR]], "required", format="deepseek_v4", vocabulary=v)
+
+
+def test_json_format_through_the_manager() -> None:
+    fam = FAMILIES["hermes"]
+    tools = [BY_NAME[n] for n in window("hermes")]
+    c = build_tool_constraint(tools, "required", format="json", parallel_tool_calls=False)
+    assert c is not None and c.kind == "json_schema"
+    out = json.dumps([{"name": ANCHOR, "parameters": example(ANCHOR)}], ensure_ascii=False)
+    thinking = fam.thinking.rstrip("\n")  # a JSON-schema constraint starts at the JSON itself
+    finish(fam, c, thinking + out)
+    got = get_tool_reader("json", tools, "required").read(out)
+    assert [(x.name, json.loads(x.arguments)) for x in got.calls] == [(ANCHOR, example(ANCHOR))]
+    two = json.dumps([{"name": ANCHOR, "parameters": example(ANCHOR)}] * 2, ensure_ascii=False)
+    k = two.index("}, {") + 1
+    assert_rejected_at(fam, c, thinking + two[:k], two[k:])

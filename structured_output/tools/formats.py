@@ -71,10 +71,9 @@ class ToolFormat(ABC):
         tag_dict = self.structural_tag(request, vocabulary=vocabulary, max_whitespace=max_whitespace)
         if tag_dict is None:
             return None
-        # Not Constraint.structural_tag: its canonical JSON sorts keys, which would reorder every
-        # schema's "properties" and with them the order the arguments must be written in. Our
-        # builder is deterministic, so its own serialisation is a stable cache key.
-        return Constraint("structural_tag", json.dumps(tag_dict, ensure_ascii=False, separators=(",", ":")))
+        # the builder is deterministic and Constraint keeps key order (the order of "properties" is
+        # the order the arguments must be written in), so equal requests give equal cache keys
+        return Constraint.structural_tag(tag_dict)
 
     def _check_builtin(self, request: ToolRequest) -> None:
         if not self.supports_builtin_tools and request.mode == "named" and request.tools[0].builtin:
@@ -413,10 +412,8 @@ class JsonCallsFormat(ToolFormat):
         if request.mode not in ("required", "named"):
             return None
         self._check_builtin(request)
-        schema = tool_calls_json_schema(request)
-        return Constraint("json_schema", json.dumps(schema, ensure_ascii=False, separators=(",", ":")),
-                          (("any_whitespace", max_whitespace != 0), ("max_whitespace", max_whitespace),
-                           ("strict", True)))
+        return Constraint.json_schema(tool_calls_json_schema(request), any_whitespace=True,
+                                      max_whitespace=max_whitespace, strict=True)
 
     def structural_tag(self, request: ToolRequest, *, vocabulary: Vocabulary | None = None,
                        max_whitespace: int | None = DEFAULT_MAX_WHITESPACE) -> dict[str, Any] | None:
