@@ -3,16 +3,18 @@
 One launch covers every row: the grid is (bitmask rows, column blocks), so batch 1 on a 256k vocab
 still spreads over ~240 programs and a large batch needs no persistent loop. Each program loads the
 BLOCK/32 words of its block once, expands them in registers as a [BLOCK/32, 32] tile (no reshape,
-so no layout shuffle; stores stay contiguous along the 32 columns of a word), and issues a masked
-store of -inf only where a token is blocked: a word of all ones produces no memory traffic, so a
-row that allows everything costs its bitmask read and nothing else.
+so no layout shuffle), and issues a masked store of -inf only where a token is blocked, laid out so
+that each warp-wide store covers one word's 32 consecutive logits (see the comment at the store).
+A word of all ones produces no memory traffic, so a row that allows everything costs its bitmask
+read and nothing else.
 
 No host synchronisation: the logits row comes from the indices tensor on the device, and an index
 outside [0, rows) stores nothing (a device index tensor is not range-checked on the host, since
 that would need a sync). No per-call allocation besides moving a host index list to the device.
 Compared with xgrammar's kernel: bitmask row i goes to logits row indices[i] (xgrammar uses row
 indices[i] of both), ids past ``vocab_size`` and columns past 32 * words become -inf (xgrammar
-leaves them), and blocks are sized for batch 1 instead of a grid of one program per SM.
+leaves them), blocks are sized for batch 1 instead of a grid of one program per SM, and each warp
+store writes whole 128-byte segments where xgrammar's layout writes partial sectors.
 Its reference in the tests is :func:`kernels.reference.apply_token_bitmask_reference`.
 """
 
@@ -23,7 +25,9 @@ import triton
 import triton.language as tl
 
 
-@triton.jit(do_not_specialize=["n_logit_rows"])
+# Sizes used only in comparisons are not specialised (no recompile per batch or vocab); the row
+# strides are, so a stride divisible by 16 lets the stores and word loads vectorise.
+@triton.jit(do_not_specialize=["n_logit_rows", "width", "limit"])
 def _apply_bitmask_kernel(
     logits_ptr,
     bitmask_ptr,
@@ -50,8 +54,12 @@ def _apply_bitmask_kernel(
     blocked = (((packed[:, None] >> bit[None, :]) & 1) == 0) | (col >= limit)
     # An index outside [0, n_logit_rows) gets an empty row: nothing is stored.
     row_width = tl.where((target >= 0) & (target < n_logit_rows), width, 0)
-    tl.store(logits_ptr + target * logits_row_stride + col, float("-inf"),
-             mask=blocked & (col < row_width))
+    # The store is masked per element, so it cannot be a vector store. Left alone, Triton would
+    # still give each thread 4 adjacent columns (a [1, 4] layout) and every warp-wide scalar store
+    # would touch 128 bytes spread over 512 in partial sectors. Declaring no contiguity yields the
+    # [1, 32]-lanes layout: each warp store writes one word's 32 logits, one contiguous segment.
+    ptrs = tl.max_contiguous(logits_ptr + target * logits_row_stride + col, [1, 1])
+    tl.store(ptrs, float("-inf"), mask=blocked & (col < row_width))
 
 
 def _block_and_warps(n_rows: int) -> tuple[int, int]:
