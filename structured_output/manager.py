@@ -257,6 +257,7 @@ class StructuredOutputManager:
         self._bitmask_np = self._bitmask.numpy()
         self._indices = torch.empty((rows,), dtype=torch.int32, pin_memory=pin_memory)
         self._indices_np = self._indices.numpy()
+        self._views: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
         if num_fill_threads == "auto":
             num_fill_threads = _auto_fill_threads()
         elif isinstance(num_fill_threads, bool) or not isinstance(num_fill_threads, int) or num_fill_threads < 1:
@@ -457,7 +458,10 @@ class StructuredOutputManager:
         if n_static < n:
             self._static_at[n_static:n] = [None] * (n - n_static)
         self._indices_np[:n] = row_logits
-        return BitmaskBatch(self._bitmask[:n], self._indices[:n], row_rids, base)
+        views = self._views.get(n)
+        if views is None:  # slicing a tensor costs ~1 us: keep the views of each row count
+            views = self._views[n] = (self._bitmask[:n], self._indices[:n])
+        return BitmaskBatch(views[0], views[1], row_rids, base)
 
     def accept_tokens(self, request_id: str, token_ids: Sequence[int]) -> AcceptResult:
         """Commit the sampled tokens of one step (accepted drafts plus the bonus token).
