@@ -56,6 +56,14 @@ def test_malformed_calls_stay_content(text: str) -> None:
     assert got.calls == () and got.content == text.strip()
 
 
+def test_a_broken_block_does_not_hide_later_calls() -> None:
+    text = ('<tool_call>\n{"name": "nope", "arguments": {}}\n</tool_call>\n'
+            '<tool_call>\n{"name": "ping", "arguments": {}}\n</tool_call>')
+    got = get_tool_reader("hermes", TOOLS).read(text)
+    assert calls(got) == [("ping", {})]
+    assert got.content == '<tool_call>\n{"name": "nope", "arguments": {}}\n</tool_call>'
+
+
 def test_qwen3_coder_values_are_exact() -> None:
     text = ("<tool_call>\n<function=note>\n<parameter=text>\nline 1\n</function> is fine here\n\n</parameter>\n"
             "<parameter=n>\n7\n</parameter>\n</function>\n</tool_call>")

@@ -102,6 +102,7 @@ class JsonArgs(ArgsSyntax):
         return json_fmt(tool.schema, max_whitespace=max_whitespace)
 
     def read(self, text: str, pos: int, tool: ToolSpec) -> tuple[str, int]:
+        pos = _skip_ws(text, pos)
         try:
             obj, end = _DECODER.raw_decode(text, pos)
         except json.JSONDecodeError as e:

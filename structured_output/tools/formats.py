@@ -284,25 +284,25 @@ class CallFormat(ToolFormat):
         tools = {t.name: t for t in request.all_tools if not t.builtin}
         content: list[str] = []
         calls: list[ToolCall] = []
-        pos = 0
-        trig = self._trigger
-        lead = self._lead_text
+        pos = scan = 0  # content not yet taken starts at pos; the next trigger is searched from scan
+        trig, lead = self._trigger, self._lead_text
         while True:
-            idx = text.find(trig, pos)
+            idx = text.find(trig, scan)
             if idx < 0:
-                content.append(text[pos:])
                 break
-            start = idx - len(lead) if lead and idx - len(lead) >= pos and text.startswith(lead, idx - len(lead)) else idx
+            has_lead = bool(lead) and idx - len(lead) >= pos and text.startswith(lead, idx - len(lead))
+            start = idx - len(lead) if has_lead else idx
             try:
                 new_calls, end = self._read_block(text, idx, tools, skip=len(lead))
             except NoMatch:
-                content.append(text[pos:])
-                break
+                scan = idx + len(trig)  # not a call: it stays content
+                continue
             between = text[pos:start]
             if not (calls and (between == self.call_sep or not between.strip())):
                 content.append(between)  # a separator between two calls is syntax, not content
             calls.extend(new_calls)
-            pos = end
+            pos = scan = end
+        content.append(text[pos:])
         return ToolCallsResult(_join_content(content), tuple(calls))
 
 
