@@ -488,11 +488,14 @@ class StructuredOutputManager:
                 req.n_out += n
                 return _OK
             accept = m.accept_token
+            stops = self._stop_ids
             i = 0
             for t in token_ids:
                 if not accept(t):
                     return self._rejected(req, m, token_ids, i)
                 i += 1
+                if t in stops and i < n:  # tokens after a stop: never offer them to a terminated matcher
+                    return self._rejected(req, m, token_ids, i)
             req.n_out += n
             req.n_content += n
             # every token was accepted, so only the last can be a stop token (one before it would
@@ -630,10 +633,13 @@ class StructuredOutputManager:
     def _feed(self, req: _Request, m: xgr.GrammarMatcher, tokens: list[int]) -> AcceptResult:
         """Feed content tokens to the grammar (the same as the inlined hot path of accept_tokens)."""
         accept = m.accept_token
+        stops = self._stop_ids
+        n = len(tokens)
         for i, t in enumerate(tokens):
             if not accept(t):
                 return self._rejected(req, m, tokens, i)
-        n = len(tokens)
+            if t in stops and i + 1 < n:  # tokens after a stop: never offer them to a terminated matcher
+                return self._rejected(req, m, tokens, i + 1)
         req.n_out += n
         req.n_content += n
         if n and tokens[-1] in self._stop_ids:
@@ -642,7 +648,8 @@ class StructuredOutputManager:
         return _OK
 
     def _rejected(self, req: _Request, m: xgr.GrammarMatcher, tokens: list[int], i: int) -> AcceptResult:
-        """``tokens[i]`` was rejected after ``tokens[:i]`` were accepted."""
+        """``tokens[:i]`` were accepted; ``tokens[i]`` was rejected, or follows a stop token that
+        terminated the grammar (then only stop tokens may follow)."""
         req.n_out += i
         req.n_content += i
         if m.is_terminated():

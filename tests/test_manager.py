@@ -958,3 +958,17 @@ def test_text_marker_family_pending_rows(qwen_vocab, qwen_compiler):
     row = rows_of(mgr.grammar_bitmask(["skip"]))[0]
     assert allows(row, brace) and allows(row, v.encode(" is")[0])
     assert mgr.accept_tokens("skip", v.encode(json.dumps(VALID)) + [v.token_id("<|im_end|>")]).status == "terminated"
+
+
+def test_tokens_after_a_stop_in_one_commit(qwen_vocab, qwen_compiler, qwen_parser):
+    v = qwen_vocab
+    mgr = make(v, qwen_compiler, qwen_parser)
+    stop, eot = v.token_id("<|im_end|>"), v.token_id("<|endoftext|>")
+    body = v.encode(json.dumps(VALID))
+    for rid in ("a", "b"):
+        mgr.add_request(rid, Constraint.json_schema(SCHEMA), include_reasoning=False)
+    wait_ready(mgr, "a", "b")
+    assert mgr.accept_tokens("a", body + [stop, eot]) == AcceptResult("terminated")
+    res = mgr.accept_tokens("b", body + [stop] + v.encode("x"))
+    assert res.status == "error" and f"output position {len(body) + 1} " in res.message
+    assert "only stop tokens may follow" in res.message
