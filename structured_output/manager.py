@@ -140,8 +140,9 @@ class StructuredOutputManager:
     The step protocol
     -----------------
     1. ``add_request(id, constraint, prompt_token_ids, chat_template_kwargs=..., include_reasoning=...)``
-       validates the constraint (``ValueError`` naming the problem; nothing is stored) and starts its
-       compile (a cache hit is ready at once). ``constraint=None`` registers an unconstrained request:
+       validates the constraint (``ValueError`` naming the problem; nothing is stored; a spec longer
+       than the compiler's ``sync_validate_max_bytes`` is validated with its compile instead, and an
+       invalid one puts the request in ``ERROR``) and starts its compile (a cache hit is ready at once). ``constraint=None`` registers an unconstrained request:
        it only occupies its logits rows in the schedule.
     2. Schedule only requests with ``is_ready(id)``; a request in ``ERROR`` should be aborted (its
        ``error(id)`` says why).
@@ -545,8 +546,11 @@ class StructuredOutputManager:
             req.future = None
             exc = fut.exception()
             if exc is not None:
-                self._fail(req, f"{req.constraint.kind} constraint failed to compile: "  # type: ignore[union-attr]
-                                f"{xgrammar_message(exc)}")
+                if isinstance(exc, ValueError):  # validated on the pool (a long spec)
+                    self._fail(req, str(exc))
+                else:
+                    self._fail(req, f"{req.constraint.kind} constraint failed to compile: "  # type: ignore[union-attr]
+                                    f"{xgrammar_message(exc)}")
                 return
             compiled: CompiledConstraint = fut.result()
             req.compiled = compiled

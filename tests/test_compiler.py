@@ -236,3 +236,26 @@ def test_length_bounded_json_strings_stay_json(qwen_vocab, qwen_compiler, wrap):
     raw_controls = [i for i, b in enumerate(v.token_bytes[:v.vocab_size])
                     if b and i not in v.special_token_ids and any(x < 0x20 for x in b)]
     assert raw_controls and allowed.isdisjoint(raw_controls)
+
+
+def test_long_specs_are_validated_on_the_pool(qwen_vocab):
+    comp = Compiler(qwen_vocab, num_threads=1, sync_validate_max_bytes=64)
+    try:
+        long_bad = Constraint.json_schema({"type": "object", "description": "x" * 100,
+                                           "properties": {"a": {"type": "foo"}}})
+        fut = comp.submit(long_bad)  # no ValueError here: the spec is longer than 64 bytes
+        with pytest.raises(ValueError, match='invalid JSON schema: Unsupported type "foo"'):
+            fut.result(10)
+        with pytest.raises(ValueError, match="Unsupported type"):
+            comp.submit(Constraint.json_schema({"type": "foo"}))  # short: at once
+        mgr = StructuredOutputManager(qwen_vocab, None, compiler=comp)
+        mgr.add_request("r", long_bad)
+        t0 = time.monotonic()
+        while not mgr.is_ready("r"):
+            assert time.monotonic() - t0 < 10
+            time.sleep(0.002)
+        assert mgr.error("r") == 'invalid JSON schema: Unsupported type "foo"'
+        good = Constraint.json_schema({"type": "object", "description": "y" * 100})
+        assert comp.compile(good, timeout=10).constraint == good
+    finally:
+        comp.close()
