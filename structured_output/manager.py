@@ -75,7 +75,9 @@ class BitmaskBatch:
     (token ``t`` allowed iff bit ``t & 31`` of word ``t >> 5`` is set; ids past the tokenizer's size
     are never set); ``logits_indices`` (int32 ``[n]``, same buffer rules) gives the logits row each
     mask row applies to. Both are valid until the next ``grammar_bitmask`` call: copy them (e.g. to
-    the GPU) before it. Rows come in no particular order; every logits row appears at most once.
+    the GPU) before it, and treat them as read-only (the manager leaves a precomputed row in place
+    from one step to the next when it is still the right one). Rows come in no particular order;
+    every logits row appears at most once.
     """
 
     bitmask: torch.Tensor
@@ -186,7 +188,10 @@ class StructuredOutputManager:
     -----
     Per step, the work grows with the tokens of that step: one fill per returned row (xgrammar), one
     accept per committed or draft token, the tracker's O(tokens) scan; nothing grows with the sequence
-    so far, and nothing of size ``[batch, vocab]`` is allocated per step.
+    so far, and nothing of size ``[batch, vocab]`` is allocated per step. Precomputed rows (thinking,
+    stop-only) are written into the buffer only when that place held another row the step before.
+    ``python -m bench step`` measures the manager against xgrammar's matchers called directly: about
+    1.05-1.10x at batch 256 here, the thinking half costing ~1 us per request.
     """
 
     def __init__(
