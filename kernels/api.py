@@ -94,7 +94,8 @@ def apply_token_bitmask_inplace(
 
     if vocab_size is None:
         vocab = width
-    elif isinstance(vocab_size, bool) or not isinstance(vocab_size, numbers.Integral):
+    elif type(vocab_size) is not int and (isinstance(vocab_size, bool)
+                                          or not isinstance(vocab_size, numbers.Integral)):
         raise ValueError(f"vocab_size must be an int, got {type(vocab_size).__name__}")
     else:
         vocab = int(vocab_size)
@@ -102,7 +103,7 @@ def apply_token_bitmask_inplace(
             raise ValueError(f"vocab_size {vocab} is outside [0, {width}] (the logits width)")
     limit = min(vocab, 32 * words)
 
-    kind = _choose_backend(backend, device)
+    kind = "cpu" if backend == "auto" and device.type == "cpu" else _choose_backend(backend, device)
     rows = _rows(indices, n, n_rows, device, kind)
 
     if kind == "cpu":
@@ -199,9 +200,9 @@ def _rows(indices, n: int, n_rows: int, device: torch.device, kind: str) -> torc
     if len(indices) != n:
         raise ValueError(f"indices has {len(indices)} entries but the bitmask has {n} rows")
     for r in indices:
-        if isinstance(r, bool) or not isinstance(r, numbers.Integral):
+        if type(r) is not int and (isinstance(r, bool) or not isinstance(r, numbers.Integral)):
             raise ValueError(f"indices must be ints, got {r!r}")
         if not 0 <= r < n_rows:
             raise ValueError(f"index {r} is out of range for {n_rows} logits rows")
-    rows = torch.tensor(list(indices), dtype=want)
+    rows = torch.tensor(indices if type(indices) is list else list(indices), dtype=want)
     return rows if device.type == "cpu" else rows.to(device, non_blocking=True)

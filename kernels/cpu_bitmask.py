@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import ctypes
 import hashlib
+import itertools
 import os
 import platform
 import shutil
@@ -305,6 +306,12 @@ def _cache_dir() -> Path:
     return Path(base) / "thinkgate"
 
 
+def _cache_dirs() -> list[Path]:
+    """The cache directory, then a per-user temporary one (for a read-only home)."""
+    uid = os.getuid() if hasattr(os, "getuid") else 0
+    return [_cache_dir(), Path(tempfile.gettempdir()) / f"thinkgate-{uid}"]
+
+
 def _cpu_signature() -> str:
     """The CPU model and flags: -march=native code must not be reused on another CPU."""
     try:
@@ -351,26 +358,26 @@ def _try_load() -> CpuKernel:
         raise RuntimeError("no C compiler found (looked for $CC, cc, gcc, clang)")
     errors: list[str] = []
     base = ["-O3", "-shared", "-fPIC", "-pthread", "-std=gnu99", "-fno-strict-aliasing"]
-    for cc in ccs:
-        for extra in (["-march=native"], []):
-            flags = base + extra
-            key = hashlib.sha256("\0".join([C_SOURCE, cc, *flags, platform.machine(),
-                                            _cpu_signature()]).encode()).hexdigest()[:20]
-            path = _cache_dir() / f"bitmask_{key}.so"
-            try:
-                if not path.exists():
-                    _compile(cc, flags, path)
-                lib = ctypes.CDLL(str(path))
-            except (OSError, subprocess.SubprocessError) as e:
-                detail = getattr(e, "stderr", b"") or b""
-                errors.append(f"{cc} {' '.join(extra)}: {e} {detail.decode(errors='replace')[-300:]}")
-                continue
-            fn = lib.thinkgate_apply_bitmask
-            fn.restype = ctypes.c_int
-            fn.argtypes = [ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64, ctypes.c_void_p,
-                           ctypes.c_int64, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64,
-                           ctypes.c_int32, ctypes.c_uint32, ctypes.c_int32]
-            return CpuKernel(lib, path)
+    for cc, extra, cache in itertools.product(ccs, (["-march=native"], []), _cache_dirs()):
+        flags = base + extra
+        key = hashlib.sha256("\0".join([C_SOURCE, cc, *flags, platform.machine(),
+                                        _cpu_signature()]).encode()).hexdigest()[:20]
+        path = cache / f"bitmask_{key}.so"
+        try:
+            if not path.exists():
+                _compile(cc, flags, path)
+            lib = ctypes.CDLL(str(path))
+        except (OSError, subprocess.SubprocessError) as e:
+            detail = getattr(e, "stderr", b"") or b""
+            errors.append(f"{cc} {' '.join(extra)} in {cache}: {e} "
+                          f"{detail.decode(errors='replace')[-300:]}")
+            continue
+        fn = lib.thinkgate_apply_bitmask
+        fn.restype = ctypes.c_int
+        fn.argtypes = [ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64, ctypes.c_void_p,
+                       ctypes.c_int64, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64,
+                       ctypes.c_int32, ctypes.c_uint32, ctypes.c_int32]
+        return CpuKernel(lib, path)
     raise RuntimeError("could not build the CPU bitmask kernel: " + " | ".join(errors))
 
 
@@ -399,7 +406,7 @@ def load_error() -> str | None:
     return _load_error
 
 
-def default_threads(kernel: CpuKernel, n_rows: int, width: int) -> int:
+def default_threads(n_rows: int, width: int) -> int:
     """Threads for one call: torch's intra-op setting, one thread for small work."""
     if n_rows * width < _PARALLEL_MIN_ELEMENTS:
         return 1
@@ -426,7 +433,7 @@ def apply_bitmask_cpu(
     if n == 0 or width == 0:
         return
     if n_threads is None:
-        n_threads = default_threads(kernel, n, width)
+        n_threads = default_threads(n, width)
     kernel.lib.thinkgate_apply_bitmask(
         logits.data_ptr(), logits.stride(0), width,
         bitmask.data_ptr(), bitmask.stride(0),

@@ -222,12 +222,17 @@ def test_auto_backend_on_cpu_uses_the_c_kernel_and_falls_back(monkeypatch, seed)
 
 def test_cpu_kernel_build_is_cached_and_missing_compiler_is_reported(monkeypatch, tmp_path):
     monkeypatch.setenv("THINKGATE_CACHE_DIR", str(tmp_path))
-    lib = cpu_bitmask._try_load()
+    kernel = cpu_bitmask._try_load()
     built = list(tmp_path.glob("bitmask_*.so"))
-    assert len(built) == 1 and lib is not None
+    assert built == [kernel.path]
     stamp = built[0].stat().st_mtime_ns
     cpu_bitmask._try_load()  # a second load reuses the cached object
     assert built[0].stat().st_mtime_ns == stamp and len(list(tmp_path.iterdir())) == 1
+    # an unusable cache directory (here a file) falls back to a per-user temporary directory
+    blocker = tmp_path / "not-a-dir"
+    blocker.write_text("")
+    monkeypatch.setenv("THINKGATE_CACHE_DIR", str(blocker))
+    assert cpu_bitmask._try_load().path.parent == cpu_bitmask._cache_dirs()[1]
     monkeypatch.setattr(cpu_bitmask, "_compilers", lambda: [])
     with pytest.raises(RuntimeError, match="no C compiler"):
         cpu_bitmask._try_load()
