@@ -16,8 +16,9 @@ token-level formats of a structural tag (``token``, ``exclude_token``, ``any_tok
 resolved to ids with the :class:`~reasoning.Vocabulary` before compiling (a name that is not one token
 is a ``ValueError``), and a literal the output must spell (``const_string``, a tag's ``begin`` /
 ``end``, a trigger, a separator) that contains a control token's text is a ``ValueError`` naming
-it (it could never match the token the model writes). Stop tokens are xgrammar's stop tokens: allowed only where the grammar may end.
-Ids the tokenizer leaves undefined and ids past its size (up to the logits width) are never allowed.
+it (it could never match the token the model writes). Stop tokens are xgrammar's stop tokens:
+allowed only where the grammar may end. Ids the tokenizer leaves undefined and ids past its size (up
+to the logits width) are never allowed.
 (Building the vocabulary with ``b""`` for control tokens, the usual trick, makes xgrammar treat them
 as *special*: never allowed, not even by a ``token`` format, so a tool-call tag could not start
 with ``<tool_call>``.)
@@ -28,8 +29,11 @@ Validation and compilation
 grammar conversion, regex and EBNF parsing, structural-tag parsing; about 0.3 ms per KiB of schema)
 and raises ``ValueError`` naming the problem. A spec longer than ``sync_validate_max_bytes``
 (32 KiB: ~10 ms) is validated on the pool instead, so that the caller never waits long; its
-problems then fail the compile future. The
-expensive part, the token-mask precomputation, runs on the pool. A cache hit skips both.
+problems then fail the compile future. The expensive part, the token-mask precomputation, runs on
+the pool. A cache hit skips both.
+
+xgrammar 0.2.9 fix-up: a JSON string with ``minLength`` / ``maxLength`` admits raw control characters
+there; we narrow that character class (see ``_fix_bounded_json_strings``).
 
 Cache: bounded in bytes (``CompiledGrammar.memory_size_bytes``), least recently used out first, keyed
 by :attr:`Constraint.key`; a constraint being compiled is shared too (a thousand requests with one
