@@ -171,9 +171,12 @@ class StructuredOutputManager:
     ``chat_template_kwargs`` reach the parser). ``include_reasoning=False`` (or no parser): the grammar
     applies from the first token. While thinking, nothing is masked except implicit end tokens that
     the grammar could not start with (they would end the thinking *and* be rejected); that row is
-    precomputed once per compiled grammar and copied. Before the first token of a family that may
+    precomputed once per compiled grammar. Before the first token of a family that may
     skip its thinking (the tracker reports that any ordinary token would start the content), the row
-    is the grammar's first-token mask plus the tokens that keep or end the thinking.
+    is the grammar's first-token mask plus the tokens that keep or end the thinking; a tracker that
+    offers ``keep_thinking_token_ids()`` (granite's text markers, decided over several tokens) gets
+    that row at every undecided step. With drafts, only the first row of such an undecided step
+    carries it (the keepers after a hypothetical draft are not known without advancing the tracker).
 
     Failure model
     -------------
