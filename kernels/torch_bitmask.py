@@ -18,11 +18,11 @@ _LUTS: dict[torch.device, torch.Tensor] = {}
 
 
 def _lut(device: torch.device) -> torch.Tensor:
-    """[256, 8] bool: entry [b, j] is bit j of byte b."""
+    """[256, 8] bool: entry [b, j] is True when bit j of byte b is 0 (the token is blocked)."""
     lut = _LUTS.get(device)
     if lut is None:
         b = torch.arange(256, dtype=torch.int32)
-        lut = (((b[:, None] >> torch.arange(8, dtype=torch.int32)) & 1) == 1).to(device)
+        lut = (((b[:, None] >> torch.arange(8, dtype=torch.int32)) & 1) == 0).to(device)
         _LUTS[device] = lut
     return lut
 
@@ -51,7 +51,9 @@ def apply_bitmask_torch(
             byte_vals = torch.stack([(raw >> (8 * k)) & 0xFF for k in range(4)], dim=-1).reshape(n, -1)
         else:
             byte_vals = raw.view(torch.uint8)
-        blocked = ~_lut(bitmask.device)[byte_vals.to(torch.int64)].reshape(n, 32 * words)[:, :limit]
+        # index_select with int32 indices: ~20x faster on CPU than advanced indexing with int64
+        blocked = torch.index_select(_lut(bitmask.device), 0, byte_vals.reshape(-1).to(torch.int32))
+        blocked = blocked.reshape(n, 32 * words)[:, :limit]
     if rows is None:
         if limit > 0:
             logits[:n, :limit].masked_fill_(blocked, neg)
