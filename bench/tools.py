@@ -216,6 +216,8 @@ def _render_call(fmt: str, tool: dict) -> str | None:
         "kimi_k2": f"<|tool_calls_section_begin|><|tool_call_begin|>functions.get_weather:0<|tool_call_argument_begin|>{j}"
                    "<|tool_call_end|><|tool_calls_section_end|>",
         "glm47": f"<tool_call>get_weather{xml['glm47']}</tool_call>",
+        "glm45": "<tool_call>get_weather\n<arg_key>location</arg_key>\n<arg_value>Zürich, 8001 <b>CH</b></arg_value>\n"
+                 "<arg_key>unit</arg_key>\n<arg_value>celsius</arg_value>\n</tool_call>",
         "minimax_m2": f'<minimax:tool_call>\n<invoke name="get_weather">\n{xml["minimax_m2"]}</invoke>\n</minimax:tool_call>',
         "gemma4": '<|tool_call>call:get_weather{location:<|"|>Zürich, 8001 <b>CH</b><|"|>,unit:<|"|>celsius<|"|>}<tool_call|>',
         "openai": f"<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>{j}",

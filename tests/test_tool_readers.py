@@ -109,6 +109,10 @@ def test_harmony_messages() -> None:
     assert calls(got) == [("note", {"text": "hi"})] and got.content is None
     got = get_tool_reader("openai", TOOLS).read("<|channel|>final<|message|>Hello there.<|return|>")
     assert got.calls == () and got.content == "Hello there."
+    pre = ("<|channel|>analysis<|message|>Think.<|end|><|start|>assistant<|channel|>commentary<|message|>Checking."
+           "<|end|><|start|>assistant<|channel|>commentary to=functions.ping <|constrain|>json<|message|>{}")
+    got = get_tool_reader("openai", TOOLS).read(pre)
+    assert calls(got) == [("ping", {})] and got.content == "Checking."
     alt = ('<|start|>assistant to=functions.ping<|channel|>commentary <|constrain|>json<|message|>{}')
     assert calls(get_tool_reader("openai", TOOLS).read(alt)) == [("ping", {})]
 

@@ -62,7 +62,7 @@ def test_unknown_format_lists_known_ones() -> None:
     with pytest.raises(ValueError, match=r"unknown tool format"):
         get_tool_reader("nope", [fn("a", OBJ)])
     assert {"hermes", "qwen3_coder", "llama3_json", "mistral", "deepseek_v3", "deepseek_v31", "deepseek_v32",
-            "deepseek_v4", "kimi_k2", "glm47", "minimax_m2", "gemma4", "openai", "json"} <= set(list_tool_formats())
+            "deepseek_v4", "kimi_k2", "glm47", "glm45", "minimax_m2", "gemma4", "openai", "json"} <= set(list_tool_formats())
     assert {"qwen3", "qwen3_xml", "harmony"} <= set(list_tool_formats(aliases=True))
 
 

@@ -321,7 +321,10 @@ class HarmonyFormat(ToolFormat):
     ``include_reasoning=False``. ``<|call|>`` and ``<|return|>`` are stop tokens, so the grammar ends
     where they come. Required / named: any analysis messages, then exactly one call (a call ends the
     turn in harmony, so parallel calls cannot occur). Auto: analysis messages, then a call or a final
-    message. Builtin tools (``browser.search`` ...) are called with ``to=NAME code``."""
+    message. Analysis messages and commentary preambles (no recipient) may come first; the reader
+    returns the preambles and the final message as content (joined with newlines, as the reasoning
+    parser does), analysis as neither. Builtin tools (``browser.search`` ...) are called with
+    ``to=NAME code``."""
 
     name: str = "openai"
     aliases: tuple[str, ...] = ("harmony", "gpt_oss", "openai_gptoss")
@@ -343,7 +346,10 @@ class HarmonyFormat(ToolFormat):
         lit = self._lit(vocabulary)
         body_ex = [lit.ref(m) for m in self._free_text_excludes(vocabulary, keep=())]
         text = any_tokens(body_ex)
-        analysis = seq(lit("<|channel|>analysis<|message|>"), text, lit("<|end|>" + self.START))
+        # messages that may come before the call or the final answer: analysis, and commentary
+        # preambles (commentary without a recipient, shown to the user)
+        analysis = seq(lit("<|channel|>"), or_(const("analysis"), const("commentary")), lit("<|message|>"), text,
+                       lit("<|end|>" + self.START))
         calls = []
         for t in request.tools:
             args = JsonArgs().build(t, lit, max_whitespace)
@@ -387,10 +393,10 @@ class HarmonyFormat(ToolFormat):
                     calls.append(ToolCall(name, body.strip()))
                 else:
                     content.append(body)
-            elif "final" in header:
-                content.append(body)
+            elif "final" in header or "commentary" in header:
+                content.append(body)  # the answer, or a preamble shown to the user
             pos = body_end + len(marker)
-        return ToolCallsResult(_join_content(content), tuple(calls))
+        return ToolCallsResult(_join_content(["\n".join(content)]), tuple(calls))
 
 
 # --------------------------------------------------------------------------------------------------
@@ -544,6 +550,14 @@ register_tool_format(CallFormat(
     call_begin="<tool_call>{name}", args=XmlArgs("<arg_key>{key}</arg_key><arg_value>", "</arg_value>",
                                                  "</arg_value>"),
     call_end="</tool_call>"))
+
+register_tool_format(CallFormat(
+    name="glm45", aliases=("glm4_5", "glm4_6"),
+    description="GLM-4.5 / 4.6: <tool_call>NAME\\n<arg_key>K</arg_key>\\n<arg_value>V</arg_value>\\n</tool_call>",
+    markers=("<tool_call>", "</tool_call>", "<arg_key>", "</arg_key>", "<arg_value>", "</arg_value>", *_THINK),
+    call_begin="<tool_call>{name}\n", args=XmlArgs("<arg_key>{key}</arg_key>\n<arg_value>", "</arg_value>\n",
+                                                   "</arg_value>"),
+    call_end="</tool_call>", call_sep="\n"))
 
 register_tool_format(CallFormat(
     name="minimax_m2", aliases=("minimax",),

@@ -37,7 +37,7 @@ FORMAT_VOCABULARY: dict[str, str] = {
     "hermes": "qwen3_6", "qwen3_coder": "qwen3_6", "json": "qwen3_6",
     "deepseek_v3": "deepseek_v4", "deepseek_v31": "deepseek_v4", "deepseek_v32": "deepseek_v4",
     "deepseek_v4": "deepseek_v4", "mistral": "magistral",
-    "kimi_k2": "kimi", "glm47": "glm", "minimax_m2": "minimax", "gemma4": "gemma", "llama3_json": "llama",
+    "kimi_k2": "kimi", "glm47": "glm", "glm45": "glm", "minimax_m2": "minimax", "gemma4": "gemma", "llama3_json": "llama",
     "openai": "harmony",
 }
 """Format -> the vocabulary its tests and benchmarks use (a real name or a synthetic family)."""
