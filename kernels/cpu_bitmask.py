@@ -29,6 +29,7 @@ is this kernel's reference in the tests.
 
 from __future__ import annotations
 
+import array
 import ctypes
 import hashlib
 import itertools
@@ -418,14 +419,15 @@ def apply_bitmask_cpu(
     kernel: CpuKernel,
     logits: torch.Tensor,
     bitmask: torch.Tensor,
-    rows: torch.Tensor | None,
+    rows: torch.Tensor | array.array | None,
     limit: int,
     n_threads: int | None = None,
 ) -> None:
     """Run the C kernel on validated inputs.
 
     ``logits`` [R, V] CPU, unit column stride; ``bitmask`` int32 [n, words] CPU, unit column stride;
-    ``rows`` a contiguous CPU int64 tensor of n logits rows in range, or None for row i;
+    ``rows`` n logits rows in range as a contiguous CPU int64 tensor or an ``array("q")``, or
+    None for row i;
     ``limit`` = min(vocab_size, 32 * words).
     """
     n = bitmask.shape[0]
@@ -437,6 +439,6 @@ def apply_bitmask_cpu(
     kernel.lib.thinkgate_apply_bitmask(
         logits.data_ptr(), logits.stride(0), width,
         bitmask.data_ptr(), bitmask.stride(0),
-        rows.data_ptr() if rows is not None else None,
+        None if rows is None else rows.buffer_info()[0] if isinstance(rows, array.array) else rows.data_ptr(),
         n, limit, logits.element_size(), _NEG_INF_BITS[logits.dtype], n_threads,
     )

@@ -216,6 +216,11 @@ def test_auto_backend_on_cpu_uses_the_c_kernel_and_falls_back(monkeypatch, seed)
     out = logits.clone()
     apply_token_bitmask_inplace(out, bitmask)
     assert torch.equal(out, expected)
+    expected = logits.clone()
+    apply_token_bitmask_reference(expected, bitmask, [1, 0])
+    out = logits.clone()
+    apply_token_bitmask_inplace(out, bitmask, [1, 0])  # a list, as the C kernel would take it
+    assert torch.equal(out, expected)
     with pytest.raises(RuntimeError, match="no C compiler"):
         apply_token_bitmask_inplace(logits.clone(), bitmask, backend="cpu")
 
