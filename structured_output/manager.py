@@ -74,8 +74,8 @@ class BitmaskBatch:
     ``bitmask`` is an int32 ``[n, ceil(logits_width / 32)]`` view of the manager's preallocated buffer
     (token ``t`` allowed iff bit ``t & 31`` of word ``t >> 5`` is set; ids past the tokenizer's size
     are never set); ``logits_indices`` (int32 ``[n]``, same buffer rules) gives the logits row each
-    mask row applies to. Both are valid until the next ``grammar_bitmask`` call: copy them (e.g. to
-    the GPU) before it, and treat them as read-only (the manager leaves a precomputed row in place
+    mask row applies to. Both are valid until the next ``grammar_bitmask`` call (with
+    ``num_buffers=2``, the one after): copy them (e.g. to the GPU) before it, and treat them as read-only (the manager leaves a precomputed row in place
     from one step to the next when it is still the right one). Rows come in no particular order;
     every logits row appears at most once.
     """
@@ -212,6 +212,7 @@ class StructuredOutputManager:
         compiler: Compiler | None = None,
         chat_template_kwargs: Mapping[str, Any] | None = None,
         pin_memory: bool | None = None,
+        num_buffers: int = 1,
     ) -> None:
         """
         Parameters
@@ -231,6 +232,10 @@ class StructuredOutputManager:
         chat_template_kwargs: defaults for every request (a request's own override them).
         pin_memory: allocate the buffers in pinned memory for fast copies to the GPU (default: when
             CUDA is available).
+        num_buffers: bitmask buffers used in turn. With 1, a batch is valid until the next
+            ``grammar_bitmask`` call; an engine that copies it to the GPU with ``non_blocking=True``
+            and prepares step N+1 before step N's copy is known to be done (async scheduling) should
+            use 2: a batch then stays valid until the call after next.
         """
         vocab = compiler.vocabulary if compiler is not None and vocabulary is None else Vocabulary.coerce(vocabulary)
         for name, value, low in (("max_num_seqs", max_num_seqs, 1), ("num_speculative_tokens", num_speculative_tokens, 0),
@@ -262,11 +267,17 @@ class StructuredOutputManager:
         rows = max_num_seqs * (1 + num_speculative_tokens)
         if pin_memory is None:
             pin_memory = torch.cuda.is_available()
-        self._bitmask = torch.empty((rows, self.num_words), dtype=torch.int32, pin_memory=pin_memory)
-        self._bitmask_np = self._bitmask.numpy()
-        self._indices = torch.empty((rows,), dtype=torch.int32, pin_memory=pin_memory)
-        self._indices_np = self._indices.numpy()
-        self._views: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
+        if isinstance(num_buffers, bool) or not isinstance(num_buffers, int) or num_buffers < 1:
+            raise ValueError(f"num_buffers must be a positive integer, got {num_buffers!r}")
+        self._buffers: list[tuple[Any, ...]] = []
+        for _ in range(num_buffers):
+            bitmask = torch.empty((rows, self.num_words), dtype=torch.int32, pin_memory=pin_memory)
+            indices = torch.empty((rows,), dtype=torch.int32, pin_memory=pin_memory)
+            # (bitmask, its numpy view, indices, its numpy view, views per row count, static rows)
+            self._buffers.append((bitmask, bitmask.numpy(), indices, indices.numpy(), {}, [None] * rows))
+        self._next_buffer = 0
+        (self._bitmask, self._bitmask_np, self._indices, self._indices_np, self._views,
+         self._static_at) = self._buffers[0]
         if num_fill_threads == "auto":
             num_fill_threads = _auto_fill_threads()
         elif isinstance(num_fill_threads, bool) or not isinstance(num_fill_threads, int) or num_fill_threads < 1:
@@ -277,9 +288,8 @@ class StructuredOutputManager:
             # one thread: xgrammar's batch path is slower per row than filling one by one (measured
             # ~17.6 vs ~14.6 us per 248k-token row here), so never take it
             self.batch_fill_min_rows = 1 << 30
-        # which precomputed row (thinking / stop-only) each buffer row holds, so that a row that holds
-        # the same one as last step is not written again (None: a filled row)
-        self._static_at: list[np.ndarray | None] = [None] * rows
+        # (each buffer's last item: which precomputed row, thinking or stop-only, each of its rows
+        # holds, so that a row that holds the same one as last time is not written again)
         self._requests: dict[str, _Request] = {}
 
         # rows precomputed from the vocabulary
@@ -402,6 +412,10 @@ class StructuredOutputManager:
         if len(schedule) > self.max_num_seqs:
             raise ValueError(f"schedule has {len(schedule)} requests; the manager was built for "
                              f"max_num_seqs={self.max_num_seqs}")
+        if len(self._buffers) > 1:  # take turns: the previous batches stay valid for a while
+            (self._bitmask, self._bitmask_np, self._indices, self._indices_np, self._views,
+             self._static_at) = self._buffers[self._next_buffer]
+            self._next_buffer = (self._next_buffer + 1) % len(self._buffers)
         reqs = self._requests
         buf = self._bitmask_np
         row_logits: list[int] = []

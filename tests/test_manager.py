@@ -24,6 +24,7 @@ import time
 import jsonschema
 import numpy as np
 import pytest
+import torch
 import xgrammar as xgr
 
 from reasoning import get_reasoning_parser
@@ -974,3 +975,20 @@ def test_tokens_after_a_stop_in_one_commit(qwen_vocab, qwen_compiler, qwen_parse
     res = mgr.accept_tokens("b", body + [stop] + v.encode("x"))
     assert res.status == "error" and f"output position {len(body) + 1} " in res.message
     assert "only stop tokens may follow" in res.message
+
+
+def test_two_buffers_keep_the_previous_batch(qwen_vocab, qwen_compiler, qwen_parser):
+    v = qwen_vocab
+    mgr = make(v, qwen_compiler, qwen_parser, num_buffers=2)
+    mgr.add_request("r", Constraint.json_schema(SCHEMA), include_reasoning=False)
+    wait_ready(mgr, "r")
+    first = mgr.grammar_bitmask(["r"])
+    kept = first.bitmask.clone()
+    assert mgr.accept_tokens("r", v.encode('{"')).status == "ok"
+    second = mgr.grammar_bitmask(["r"])
+    assert first.bitmask.data_ptr() != second.bitmask.data_ptr()
+    assert torch.equal(first.bitmask, kept) and not torch.equal(second.bitmask, kept)
+    third = mgr.grammar_bitmask(["r"])
+    assert third.bitmask.data_ptr() == first.bitmask.data_ptr() and torch.equal(third.bitmask, second.bitmask)
+    with pytest.raises(ValueError, match="num_buffers"):
+        make(v, qwen_compiler, qwen_parser, num_buffers=0)
