@@ -167,3 +167,23 @@ def test_grammar_and_reader_agree_on_raw_values(fmt: str, value: str) -> None:
     else:
         assert accepted, (fmt, value)
         assert calls(got) == [("note", {"text": value})] and got.content is None
+
+
+JSON_RENDER = {
+    "hermes": lambda a: f'<tool_call>\n{{"name": "note", "arguments": {a}}}\n</tool_call>',
+    "deepseek_v31": lambda a: f"<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>note<｜tool▁sep｜>{a}<｜tool▁call▁end｜><｜tool▁calls▁end｜>",
+    "mistral": lambda a: f"[TOOL_CALLS]note[ARGS]{a}",
+}
+
+
+@pytest.mark.parametrize("fmt", list(JSON_RENDER))
+@settings(max_examples=30, deadline=None)
+@given(value=st.text(max_size=12), n=st.one_of(st.none(), st.integers(-10**6, 10**6)), ascii_only=st.booleans())
+def test_grammar_and_reader_agree_on_json_arguments(fmt: str, value: str, n: int | None, ascii_only: bool) -> None:
+    v, cc = compiled(fmt)
+    args: dict[str, Any] = {"text": value} if n is None else {"text": value, "n": n}
+    text = JSON_RENDER[fmt](json.dumps(args, ensure_ascii=ascii_only))
+    m = xgr.GrammarMatcher(cc.grammar)
+    assert all(m.accept_token(t) for t in v.encode(text)) and m.accept_token(min(v.stop_token_ids)), text
+    got = get_tool_reader(fmt, [NOTE], "required").read(text)
+    assert calls(got) == [("note", args)] and got.content is None
