@@ -48,6 +48,8 @@ SEARCH = {"type": "web_search_preview", "name": "browser.search",
     ([fn("a", OBJ, strict="yes")], "auto", r"strict must be a boolean"),  # type: ignore[arg-type]
     ({"a": 1}, "auto", r"tools must be a list"),
     ([fn("a", OBJ)], {"type": "web_search_preview"}, r"matches 0 tools"),
+    ([fn('get"x', OBJ)], "auto", r"tool name 'get\"x' is not valid"),
+    ([fn("a b", OBJ)], "auto", r"tool name 'a b' is not valid"),
 ])
 def test_bad_requests(tools: Any, choice: Any, match: str) -> None:
     with pytest.raises(ValueError, match=match):

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -33,6 +34,9 @@ Strictness = Literal["auto", "function", "parameter"]
 STRICTNESS_LEVELS: tuple[str, ...] = ("auto", "function", "parameter")
 
 ANY_OBJECT: dict[str, Any] = {"type": "object"}
+_NAME = re.compile(r"[A-Za-z0-9_\-.:]{1,128}")
+"""Tool names: OpenAI's letters, digits, ``_`` and ``-``, plus ``.`` and ``:`` for namespaced and builtin
+names (``browser.search``); nothing that could break out of a call's syntax (quotes, ``<``, spaces)."""
 
 
 @dataclass(frozen=True)
@@ -136,6 +140,8 @@ def _parse_tool(raw: Any, index: int) -> tuple[str, dict[str, Any] | None, bool 
             raise _fail(f"tools[{index}].name must be a string")
         params = raw.get("parameters")
         strict, builtin, btype = None, True, ttype
+    if not _NAME.fullmatch(name):
+        raise _fail(f"tool name {name!r} is not valid: use letters, digits, '_', '-', '.', ':' (at most 128)")
     if strict is not None and not isinstance(strict, bool):
         raise _fail(f"tool {name!r}: strict must be a boolean, got {strict!r}")
     if params is not None:
