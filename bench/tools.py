@@ -72,7 +72,6 @@ def corpus_tools(n: int) -> list[dict]:
 
 
 def main(args: argparse.Namespace) -> int:
-    import json
     import statistics
     import time
 
@@ -161,8 +160,8 @@ def _xgrammar_cold(fmt, vocab, tools, cache, args) -> float | None:
 
 
 def _fill_times(fmt, vocab, compiled, tool) -> dict:
-    """Mask-fill time per token while one call of ``tool`` is written (rendered by the test corpus'
-    example, read back from our own reader-side literals is not needed: the grammar must accept it)."""
+    """Mask-fill time per token while one call of ``tool`` is written as the model writes it (the
+    grammar must accept every token; else both columns are None)."""
     import statistics
     import time
 

@@ -13,13 +13,12 @@ so that the first closing tag after a value is always its own; a reader can then
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 Fmt = dict[str, Any]
 
-__all__ = ["Fmt", "const", "token", "seq", "or_", "opt", "star", "tag", "regex", "json_fmt", "grammar",
+__all__ = ["Fmt", "const", "token", "seq", "or_", "opt", "star", "tag", "regex", "json_fmt",
            "any_tokens", "Literal", "no_substring_regex", "structural_tag"]
 
 
@@ -79,10 +78,6 @@ def json_fmt(schema: Mapping[str, Any] | bool, *, max_whitespace: int | None,
     if excludes:
         f["excludes"] = list(excludes)
     return f
-
-
-def grammar(ebnf: str) -> Fmt:
-    return {"type": "grammar", "grammar": ebnf}
 
 
 def any_tokens(exclude: Iterable[str | int]) -> Fmt:
@@ -174,7 +169,3 @@ def no_substring_regex(forbidden: str) -> str:
     for k in range(len(s) - 2, 0, -1):
         y = f"({_rx_not([s[k], a])}{rest}|{_rx(s[k])}{y})?"
     return f"{rest}({_rx(a)}{y})*"
-
-
-def canonical(obj: Any) -> str:
-    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
