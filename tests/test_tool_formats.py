@@ -542,3 +542,18 @@ def test_json_format_through_the_manager() -> None:
     two = json.dumps([{"name": ANCHOR, "parameters": example(ANCHOR)}] * 2, ensure_ascii=False)
     k = two.index("}, {") + 1
     assert_rejected_at(fam, c, thinking + two[:k], two[k:])
+
+
+def test_harmony_builtin_tool() -> None:
+    """Harmony is the one format with builtin tools: forcing one constrains its ``to=NAME code`` call."""
+    fam = FAMILIES["openai"]
+    search = {"type": "web_search_preview", "name": "browser.search",
+              "parameters": {"type": "object", "properties": {"query": {"type": "string"}}, "required": ["query"]}}
+    tools = [BY_NAME[ANCHOR], search]
+    c = build_tool_constraint(tools, {"type": "web_search_preview"}, format="openai")
+    call = '<|channel|>commentary to=browser.search code<|message|>{"query": "weather Oslo"}'
+    finish(fam, c, fam.thinking + call)
+    got = get_tool_reader("openai", tools).read(fam.thinking + call)
+    assert [(x.name, json.loads(x.arguments)) for x in got.calls] == [("browser.search", {"query": "weather Oslo"})]
+    head = "<|channel|>commentary to="
+    assert_rejected_at(fam, c, fam.thinking + head, "functions.get_weather", offset=0)
