@@ -75,6 +75,13 @@ def test_unknown_strictness_and_parallel() -> None:
         normalize_tool_request([fn("a", OBJ)], "auto", parallel_tool_calls="no")  # type: ignore[arg-type]
 
 
+def test_max_whitespace_is_checked() -> None:
+    with pytest.raises(ValueError, match=r"max_whitespace must be a positive integer or None, got 0"):
+        build_tool_constraint([fn("a", OBJ)], "required", format="hermes", max_whitespace=0)
+    c = build_tool_constraint([fn("a", OBJ)], "required", format="hermes", max_whitespace=None)
+    assert c is not None and "max_whitespace_cnt" not in c.spec
+
+
 def test_conflicting_defs() -> None:
     a = fn("a", {"type": "object", "properties": {"m": {"$ref": "#/$defs/M"}},
                  "$defs": {"M": {"type": "integer"}}})

@@ -59,6 +59,9 @@ def build_tool_constraint(
     (listing the known ones), or a schema the format cannot write. The caller's tools are never
     mutated."""
     fmt = get_tool_format(format)
+    if max_whitespace is not None and (isinstance(max_whitespace, bool) or not isinstance(max_whitespace, int)
+                                       or max_whitespace < 1):
+        raise ValueError(f"max_whitespace must be a positive integer or None, got {max_whitespace!r}")
     request = normalize_tool_request(tools, tool_choice, parallel_tool_calls=parallel_tool_calls,
                                      strictness=strictness)
     return fmt.constraint(request, vocabulary=vocabulary, max_whitespace=max_whitespace)
