@@ -21,11 +21,11 @@ print("device:", torch.cuda.get_device_name(0), "| torch", torch.__version__, "|
 PY
 
 echo "== tests (Triton compiled on CUDA)"
-timeout 50 python -m pytest -q -p no:cacheprovider tests/test_kernels.py tests/test_bench_kernels.py \
+timeout 40 python -m pytest -q -p no:cacheprovider tests/test_kernels.py tests/test_bench_kernels.py \
   2>&1 | tee "$out/gpu_check_tests.txt" || status=1
 
 echo "== python -m bench kernels (float32)"
-timeout 45 python -m bench kernels --rounds 1 --repeat 10 --out "$out/kernels_gpu.jsonl" \
+timeout 55 python -m bench kernels --rounds 1 --repeat 10 --out "$out/kernels_gpu.jsonl" \
   2>&1 | tee "$out/gpu_check_bench.txt" || status=1
 
 echo "== python -m bench kernels (bfloat16, 248320)"
