@@ -180,6 +180,8 @@ def test_vocab_size_and_bitmask_width_edges(backend, seed):
     wide = torch.cat([full, torch.zeros(3, 5, dtype=torch.int32)], dim=1)
     check(backend, logits.clone(), wide, None, None, f"seed={seed} wide")
     check(backend, logits.clone(), full[:, :0], None, None, f"seed={seed} zero words")
+    # one mask for every row: an expanded bitmask (row stride 0)
+    check(backend, logits.clone(), full[:1].expand(3, -1), None, 900, f"seed={seed} expanded")
     # 1-D logits and bitmask are one row
     check(backend, logits[0].clone(), full[0], None, 777, f"seed={seed} 1-D")
     # no rows
