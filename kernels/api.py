@@ -82,7 +82,8 @@ def apply_token_bitmask_inplace(
         raise ValueError(f"bitmask must be 1-D or 2-D, got shape {tuple(bitmask.shape)}")
     device = logits.device
     if bitmask.device != device:
-        raise ValueError(f"bitmask is on {bitmask.device} but logits are on {device}")
+        raise ValueError(f"bitmask is on {bitmask.device} but logits are on {device} "
+                         f"(copy it first: bitmask.to(logits.device, non_blocking=True))")
     n_rows, width = logits.shape
     n, words = bitmask.shape
     if width > 1 and logits.stride(1) != 1:
