@@ -407,3 +407,40 @@ def test_triton_kernel_compiles_for_sm90_with_lane_contiguous_stores(dtype, bloc
     assert compiled.asm["cubin"]
     ttgir = compiled.asm["ttgir"]
     assert "sizePerThread = [1, 1], threadsPerWarp = [1, 32]" in ttgir, ttgir[:400]
+
+
+def test_property_random_shapes_match_the_reference():
+    # hypothesis drives shapes, vocab_size, row strides, dtypes, bit densities and indices.
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis import strategies as st
+
+    @st.composite
+    def cases(draw):
+        width = draw(st.integers(1, 3000))
+        rows = draw(st.integers(1, 6))
+        words = draw(st.integers(0, -(-width // 32) + 2))
+        vocab = draw(st.none() | st.integers(0, width))
+        pad = draw(st.integers(0, 40))
+        dtype = draw(st.sampled_from(DTYPES))
+        density = draw(st.sampled_from([None, 0.0, 0.03, 0.5, 0.97, 1.0]))
+        use_indices = draw(st.booleans())
+        if use_indices:
+            idx = draw(st.lists(st.integers(0, rows - 1), min_size=0, max_size=2 * rows))
+        else:
+            idx = None
+        return width, rows, words, vocab, pad, dtype, density, idx, draw(st.integers(0, 2**31))
+
+    @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    @given(cases())
+    def run(case):
+        width, rows, words, vocab, pad, dtype, density, idx, seed = case
+        gen = torch.Generator().manual_seed(seed)
+        n = rows if idx is None else len(idx)
+        bitmask = random_bitmask(gen, n, words, density if density is not None else None) if words else \
+            torch.zeros((n, 0), dtype=torch.int32)
+        buf = torch.randn((rows, width + pad), generator=gen).to(dtype)
+        for backend in FAST_BACKENDS:
+            logits = buf.clone()[:, :width]  # a fresh view with row stride width + pad
+            check(backend, logits, bitmask, idx, vocab, f"{backend} {case}")
+
+    run()
