@@ -5,6 +5,10 @@
     mgr.add_request("r1", Constraint.json_schema(schema), prompt_token_ids)
     ...  # every step: batch = mgr.grammar_bitmask(schedule); apply; sample; mgr.accept_tokens(...)
 
+    # tool_choice "required" / named, in the model's own call syntax, read back the same way
+    c = build_tool_constraint(tools, "required", format="qwen3", parallel_tool_calls=False)
+    calls = get_tool_reader("qwen3", tools, "required").read(text_after_thinking).calls
+
 See :class:`StructuredOutputManager` for lifetimes, thread-safety and the step protocol.
 """
 
@@ -13,10 +17,14 @@ from reasoning.vocabulary import Vocabulary, load_vocabulary
 from .compiler import CompiledConstraint, Compiler, CompilerStats
 from .constraints import Constraint, ConstraintKind
 from .manager import AcceptResult, BitmaskBatch, RequestStatus, ScheduleEntry, StructuredOutputManager
+from .tools import (ToolCall, ToolCallsResult, ToolReader, ToolRequest, build_tool_constraint, get_tool_format,
+                    get_tool_reader, list_tool_formats, normalize_tool_request, register_tool_format)
 
 __all__ = [
     "Vocabulary", "load_vocabulary",
     "Constraint", "ConstraintKind",
     "Compiler", "CompiledConstraint", "CompilerStats",
     "StructuredOutputManager", "RequestStatus", "AcceptResult", "BitmaskBatch", "ScheduleEntry",
+    "build_tool_constraint", "get_tool_reader", "ToolReader", "list_tool_formats", "get_tool_format",
+    "register_tool_format", "normalize_tool_request", "ToolRequest", "ToolCall", "ToolCallsResult",
 ]

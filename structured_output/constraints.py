@@ -122,8 +122,13 @@ class Constraint:
         return cls("choice", _canonical_json(list(choices)))
 
     @classmethod
-    def structural_tag(cls, tag: Mapping[str, Any] | str) -> Constraint:
-        """xgrammar's structural-tag format (``{"type": "structural_tag", "format": {...}}``)."""
+    def structural_tag(cls, tag: Mapping[str, Any] | str, *, covers_reasoning: bool = False) -> Constraint:
+        """xgrammar's structural-tag format (``{"type": "structural_tag", "format": {...}}``).
+
+        ``covers_reasoning=True`` marks a tag that describes the whole output, the thinking included
+        (harmony: the call's header, which names the function, is written before any reasoning end
+        can be seen); the manager then applies it from the first token, as with
+        ``include_reasoning=False``."""
         if isinstance(tag, str):
             try:
                 tag = json.loads(tag)
@@ -131,7 +136,14 @@ class Constraint:
                 raise ValueError(f"invalid structural tag: not valid JSON ({e})") from e
         if not isinstance(tag, Mapping):
             raise ValueError(f"invalid structural tag: expected an object, got {type(tag).__name__}")
-        return cls("structural_tag", _canonical_json(dict(tag)))
+        return cls("structural_tag", _canonical_json(dict(tag)),
+                   _opts(covers_reasoning=True) if covers_reasoning else ())
+
+    @property
+    def covers_reasoning(self) -> bool:
+        """True when the constraint describes the whole output, thinking included (see
+        :meth:`structural_tag`)."""
+        return bool(self.option("covers_reasoning", False))
 
 
 def _ws(max_whitespace: int | None) -> int | None:

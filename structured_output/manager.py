@@ -168,7 +168,8 @@ class StructuredOutputManager:
     With a reasoning parser and ``include_reasoning=True``, the grammar applies from the first token
     after the thinking of the current turn ends (the tracker reads the prompt: a template that closed
     the thinking starts the request past it, one that opened it starts it thinking; the request's
-    ``chat_template_kwargs`` reach the parser). ``include_reasoning=False`` (or no parser): the grammar
+    ``chat_template_kwargs`` reach the parser). ``include_reasoning=False`` (or no parser, or a constraint
+    whose ``covers_reasoning`` is set, such as harmony's tool calls): the grammar
     applies from the first token. While thinking, nothing is masked except implicit end tokens that
     the grammar could not start with (they would end the thinking *and* be rejected); that row is
     precomputed once per compiled grammar. Before the first token of a family that may
@@ -348,6 +349,8 @@ class StructuredOutputManager:
         if isinstance(prompt_token_ids, (str, bytes)):
             raise ValueError("prompt_token_ids must be a sequence of token ids")
         tracker = None
+        if constraint is not None and constraint.covers_reasoning:
+            include_reasoning = False  # the constraint spells the thinking itself (harmony)
         if self.parser is not None and include_reasoning:
             kwargs = self.chat_template_kwargs
             if chat_template_kwargs:

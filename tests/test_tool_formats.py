@@ -176,8 +176,7 @@ FAMILIES: dict[str, Family] = {f.fmt: f for f in [
            lambda n, a, i: f'{{"name": "{n}", "parameters": {_j(a)}}}', sep="; "),
     Family("openai", "harmony", "openai_gptoss", "<|start|>user<|message|>Weather?<|end|><|start|>assistant",
            "<|channel|>analysis<|message|>I should call a tool.<|end|><|start|>assistant",
-           lambda n, a, i: f"<|channel|>commentary to=functions.{n} <|constrain|>json<|message|>{_j(a)}",
-           include_reasoning=False),
+           lambda n, a, i: f"<|channel|>commentary to=functions.{n} <|constrain|>json<|message|>{_j(a)}"),
 ]}
 FORMATS = list(FAMILIES)
 

@@ -61,6 +61,9 @@ class ToolFormat(ABC):
     description: str
     markers: tuple[str, ...]
     supports_builtin_tools: bool = False
+    covers_reasoning: bool = False
+    """The constraint spells the whole output, the thinking included (the manager then applies it
+    from the first token)."""
 
     def constraint(self, request: ToolRequest, *, vocabulary: Vocabulary | None = None,
                    max_whitespace: int | None = DEFAULT_MAX_WHITESPACE) -> Constraint | None:
@@ -73,7 +76,7 @@ class ToolFormat(ABC):
             return None
         # the builder is deterministic and Constraint keeps key order (the order of "properties" is
         # the order the arguments must be written in), so equal requests give equal cache keys
-        return Constraint.structural_tag(tag_dict)
+        return Constraint.structural_tag(tag_dict, covers_reasoning=self.covers_reasoning)
 
     def _check_builtin(self, request: ToolRequest) -> None:
         if not self.supports_builtin_tools and request.mode == "named" and request.tools[0].builtin:
@@ -317,8 +320,8 @@ class HarmonyFormat(ToolFormat):
         <|start|>assistant<|channel|>commentary to=functions.NAME <|constrain|>json<|message|>{...}<|call|>
 
     The constraint covers the whole output, analysis included (the call's header holds the function
-    name, and harmony's header is sampled before any reasoning end): register it with
-    ``include_reasoning=False``. ``<|call|>`` and ``<|return|>`` are stop tokens, so the grammar ends
+    name, and harmony's header is sampled before any reasoning end): it is marked
+    ``covers_reasoning``, so the manager applies it from the first token. ``<|call|>`` and ``<|return|>`` are stop tokens, so the grammar ends
     where they come. Required / named: any analysis messages, then exactly one call (a call ends the
     turn in harmony, so parallel calls cannot occur). Auto: analysis messages, then a call or a final
     message. Analysis messages and commentary preambles (no recipient) may come first; the reader
@@ -328,6 +331,7 @@ class HarmonyFormat(ToolFormat):
 
     name: str = "openai"
     aliases: tuple[str, ...] = ("harmony", "gpt_oss", "openai_gptoss")
+    covers_reasoning: bool = True
     description: str = "OpenAI gpt-oss harmony messages, to=functions.NAME"
     markers: tuple[str, ...] = ("<|start|>", "<|end|>", "<|message|>", "<|channel|>", "<|constrain|>",
                                 "<|return|>", "<|call|>")
