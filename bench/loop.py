@@ -59,7 +59,12 @@ class _Live:
     out: list[int] = field(default_factory=list)
     shadow: Any = None            # the plain xgrammar matcher for the floor
     shadow_fed: int = 0           # content tokens fed to the shadow
-    tracker: Any = None           # a shadow reasoning tracker (for the accept floor)
+    tracker: Any = None           # the request's own reasoning tracker, kept by the bench
+    content_start: int | None = None  # where the content starts in ``out`` (None: still thinking)
+
+    def __post_init__(self) -> None:
+        if self.tracker is None or self.tracker.ended:
+            self.content_start = 0
     diverged: bool = False
 
 
@@ -278,8 +283,12 @@ def _run_config(B, k, args, vocab, compiler, torch, xgr, kernels, Manager, Workl
         finished: list[_Live] = []
         for (lv, got), res in zip(commits, results):
             start = lv.pos
-            if lv.tracker is not None and not lv.tracker.ended:
-                lv.tracker.advance(got)
+            if lv.content_start is None:
+                # where the thinking really ended: the scripted end marker, or earlier at an implicit
+                # end (a <tool_call> written while thinking starts the call)
+                end = lv.tracker.advance(got)
+                if end is not None:
+                    lv.content_start = start + end.content_start
             lv.out.extend(got)
             lv.pos += len(got)
             if not lv.diverged and lv.req.script[start:start + len(got)] != got:
@@ -293,14 +302,15 @@ def _run_config(B, k, args, vocab, compiler, torch, xgr, kernels, Manager, Workl
                 if measured:
                     t.finished += 1
                     t.diverged += lv.diverged
-                content = lv.out[lv.req.content_start:]
+                content = lv.out[lv.content_start:] if lv.content_start is not None else []
                 if content and content[-1] in vocab.stop_token_ids:
                     content = content[:-1]
                 why = lv.req.check(vocab.decode(content)) if res.status == "terminated" else "stopped without termination"
                 if why is not None:
                     if measured:
                         t.invalid += 1
-                    invalid_examples.append(f"{lv.req.rid} ({lv.req.kind}): {why}")
+                    invalid_examples.append(f"{lv.req.rid} ({lv.req.kind}): {why}; output "
+                                            f"{vocab.decode(lv.out)[-160:]!r}")
                 finished.append(lv)
             elif lv.pos > len(lv.req.script) + max_extra:
                 if measured:
@@ -343,7 +353,7 @@ def _shadow(lv, compiler, xgr):
     if lv.shadow is None:
         compiled = compiler.compile(lv.req.constraint)
         lv.shadow = xgr.GrammarMatcher(compiled.grammar)
-    content = lv.out[lv.req.content_start:] if len(lv.out) >= lv.req.content_start else []
+    content = lv.out[lv.content_start:] if lv.content_start is not None else []
     while lv.shadow_fed < len(content):
         tok = content[lv.shadow_fed]
         lv.shadow_fed += 1
@@ -400,13 +410,12 @@ def _floor_accept(commits, mgr, compiler) -> int:
     the same tokens, outside the timing)."""
     work = []
     for lv, got in commits:
-        start = lv.req.content_start
         toks: list[int] = []
-        if lv.shadow is not None and lv.req.constraint is not None and not lv.shadow.is_terminated() \
-                and lv.shadow_fed == lv.pos - start:
-            first = max(lv.pos, start)
-            toks = [tk for idx, tk in enumerate(got, lv.pos) if idx >= first]
-        tracker = lv.tracker if lv.pos < start else None
+        start = lv.content_start
+        if start is not None and lv.shadow is not None and lv.req.constraint is not None \
+                and not lv.shadow.is_terminated() and lv.shadow_fed == lv.pos - start:
+            toks = list(got)
+        tracker = lv.tracker if start is None else None
         if toks or tracker is not None:
             work.append((lv.shadow, toks, tracker, got))
     t0 = time.perf_counter_ns()
