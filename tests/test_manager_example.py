@@ -62,3 +62,19 @@ def test_readme_scheduler_loop():
         assert json.loads(content)["city"] in ("Paris", "Oslo"), content
     assert vocab.decode(outputs["c"][:-1]) in ("yes", "no")
     assert len(mgr) == 0
+
+
+def test_readme_shows_this_loop():
+    """README.md's usage block is the loop above, line for line (so the README never drifts from
+    the code this test runs)."""
+    import inspect
+    import re
+    import textwrap
+    from pathlib import Path
+
+    src = inspect.getsource(test_readme_scheduler_loop)
+    body = src.split("# --- README example begins ---\n", 1)[1].split("# --- README example ends ---", 1)[0]
+    body = textwrap.dedent(body).strip()
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    blocks = re.findall(r"```python\n(.*?)```", readme, flags=re.S)
+    assert any(b.strip() == body for b in blocks), "README.md's usage block differs from the tested loop"
