@@ -122,6 +122,24 @@ def print_table(rows: list[Mapping[str, Any]], columns: list[str], file=None) ->
     file.flush()
 
 
+def int_list(text: str, *, minimum: int = 1) -> list[int]:
+    """An argparse ``type``: comma-separated integers, each at least ``minimum`` (``1,16,64``)."""
+    import argparse
+
+    try:
+        values = [int(x) for x in str(text).split(",") if x.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from None
+    if not values or min(values) < minimum:
+        raise argparse.ArgumentTypeError(f"expected comma-separated integers >= {minimum}, got {text!r}")
+    return values
+
+
+def non_negative_int_list(text: str) -> list[int]:
+    """:func:`int_list` that admits 0 (draft-token counts)."""
+    return int_list(text, minimum=0)
+
+
 def progress(msg: str) -> None:
     """One progress line on stderr (the table goes to stdout)."""
     print(f"[bench] {msg}", file=sys.stderr, flush=True)

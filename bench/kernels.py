@@ -21,25 +21,17 @@ from __future__ import annotations
 
 import argparse
 
+from bench.harness import int_list
+
 DESCRIPTION = "bitmask apply: our CPU path / Triton vs xgrammar vs logits.fill_"
 
 # Logits width -> tokenizer size, for the vocabularies in reasoning.load_vocabulary.
 TOKENIZER_SIZE = {248320: 248077, 129280: 129280, 131072: 131072}
 
 
-def _int_list(text: str) -> list[int]:
-    try:
-        values = [int(x) for x in text.split(",") if x.strip()]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from None
-    if not values or min(values) < 1:
-        raise argparse.ArgumentTypeError(f"expected positive integers, got {text!r}")
-    return values
-
-
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--batches", type=_int_list, default=[1, 16, 64, 256], help="batch sizes (default 1,16,64,256)")
-    p.add_argument("--vocabs", type=_int_list, default=[129280, 248320],
+    p.add_argument("--batches", type=int_list, default=[1, 16, 64, 256], help="batch sizes (default 1,16,64,256)")
+    p.add_argument("--vocabs", type=int_list, default=[129280, 248320],
                    help="logits widths (default 129280,248320)")
     p.add_argument("--repeat", type=int, default=20,
                    help="timed repeats per candidate and round (default 20; fewer for a slow one)")

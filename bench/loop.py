@@ -30,14 +30,14 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from .harness import print_table, progress, write_rows
+from .harness import int_list, non_negative_int_list, print_table, progress, write_rows
 
 DESCRIPTION = "simulated continuous-batching engine loop: fill + apply + accept (the default)"
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--batches", default="1,16,64,256", help="batch sizes to sweep (default: 1,16,64,256)")
-    p.add_argument("--drafts", default="0,3", help="draft tokens per request to sweep (default: 0,3)")
+    p.add_argument("--batches", type=int_list, default=[1, 16, 64, 256], help="batch sizes to sweep (default: 1,16,64,256)")
+    p.add_argument("--drafts", type=non_negative_int_list, default=[0, 3], help="draft tokens per request to sweep (default: 0,3)")
     p.add_argument("--steps", type=int, default=40, help="measured steps per configuration (default: 40)")
     p.add_argument("--warmup", type=int, default=5, help="unmeasured steps first (default: 5)")
     p.add_argument("--vocab", default="qwen3_6", help="vocabulary (default: qwen3_6, the embedded default)")
@@ -98,8 +98,7 @@ def main(args: argparse.Namespace) -> int:
 
     from .workload import Workload
 
-    batches = [int(x) for x in str(args.batches).split(",") if x]
-    drafts_list = [int(x) for x in str(args.drafts).split(",") if x]
+    batches, drafts_list = args.batches, args.drafts
     vocab = load_vocabulary(args.vocab)
     compiler = Compiler(vocab, num_threads=2)
     progress(f"vocabulary {vocab.name}: {vocab.vocab_size} ids, logits width {vocab.logits_width}; "

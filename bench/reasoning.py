@@ -20,6 +20,8 @@ import argparse
 import time
 from typing import Any
 
+from bench.harness import int_list
+
 DESCRIPTION = "per-step cost of the streaming reasoning trackers vs output length"
 
 # family -> (vocabulary, prompt text, text the model writes to open its thinking, end text, kwargs)
@@ -41,16 +43,6 @@ THINKING_TEXT = (
 )
 
 
-def _int_list(text: str) -> list[int]:
-    try:
-        values = [int(x) for x in text.split(",") if x.strip()]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from None
-    if not values or min(values) < 1:
-        raise argparse.ArgumentTypeError(f"expected positive integers, got {text!r}")
-    return values
-
-
 def _families(text: str) -> list[str]:
     names = [x.strip() for x in text.split(",") if x.strip()]
     bad = [n for n in names if n not in CASES]
@@ -62,7 +54,7 @@ def _families(text: str) -> list[str]:
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--families", type=_families, default=_families(DEFAULT_FAMILIES),
                    help=f"comma-separated families (default {DEFAULT_FAMILIES}; known: {', '.join(CASES)})")
-    p.add_argument("--sizes", type=_int_list, default=[1000, 100000],
+    p.add_argument("--sizes", type=int_list, default=[1000, 100000],
                    help="thinking lengths in tokens, one token per step (default 1000,100000)")
     p.add_argument("--window", type=int, default=1000,
                    help="per-step statistics over the last WINDOW steps of each run (default 1000)")

@@ -22,6 +22,8 @@ from __future__ import annotations
 
 import argparse
 
+from bench.harness import int_list
+
 DESCRIPTION = "tool-choice constraint compile time, cold and cached, per format"
 
 # our format -> xgrammar's builtin model tag (where one exists)
@@ -32,20 +34,10 @@ XGRAMMAR_TAGS = {
 }
 
 
-def _int_list(text: str) -> list[int]:
-    try:
-        values = [int(x) for x in text.split(",") if x.strip()]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from None
-    if not values or min(values) < 1:
-        raise argparse.ArgumentTypeError(f"expected positive integers, got {text!r}")
-    return values
-
-
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--formats", default="all",
                    help="comma-separated format names (default: every format with a structural tag)")
-    p.add_argument("--sizes", type=_int_list, default=[1, 10, 100], help="tool counts (default 1,10,100)")
+    p.add_argument("--sizes", type=int_list, default=[1, 10, 100], help="tool counts (default 1,10,100)")
     p.add_argument("--repeat", type=int, default=3, help="cold compiles per point (default 3)")
     p.add_argument("--threads", type=int, default=2, help="compiler threads (default 2)")
     p.add_argument("--no-xgrammar", action="store_true", help="skip the xgrammar baseline column")
