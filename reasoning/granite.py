@@ -477,15 +477,22 @@ class GraniteTracker(ReasoningTracker):
         """``PENDING`` (0), ``THINKING`` (1) or ``ENDED`` (2)."""
         return self._sc.mode
 
-    def keep_thinking_token_ids(self) -> frozenset[int] | None:
+    def keep_thinking_token_ids(self, after: Sequence[int] = ()) -> frozenset[int] | None:
         """While ``PENDING``: the tokens that, as the next token, keep the thinking possible (see
         :meth:`GraniteReasoningParser.pending_keep_token_ids`); any other token is content. An engine
         that constrains the output lets the grammar's first tokens *or* these through while pending,
         at every pending step (the decision can take several tokens: ``Here`` ``␣is`` ...). None when
-        not pending (thinking: nothing is masked; ended: the grammar alone)."""
-        if self._sc.mode != PENDING:
+        not pending (thinking: nothing is masked; ended: the grammar alone).
+
+        ``after``: the same question after these tokens (speculative drafts), asked without
+        committing them (pure, like :meth:`scan`)."""
+        sc = self._sc
+        if len(after):
+            sc = sc.copy()
+            self._run(sc, after)
+        if sc.mode != PENDING:
             return None
-        return self._parser.pending_keep_token_ids(self._sc.part)
+        return self._parser.pending_keep_token_ids(sc.part)
 
     def _run(self, sc: _Scanner, token_ids: Sequence[int]) -> ReasoningEnd | None:
         if sc.mode == ENDED or len(token_ids) == 0:

@@ -176,8 +176,8 @@ class StructuredOutputManager:
     skip its thinking (the tracker reports that any ordinary token would start the content), the row
     is the grammar's first-token mask plus the tokens that keep or end the thinking; a tracker that
     offers ``keep_thinking_token_ids()`` (granite's text markers, decided over several tokens) gets
-    that row at every undecided step. With drafts, only the first row of such an undecided step
-    carries it (the keepers after a hypothetical draft are not known without advancing the tracker).
+    that row at every undecided step, and with drafts at every undecided position: row ``j`` takes
+    the keepers after drafts ``0..j-1`` (``keep_thinking_token_ids(after=drafts[:j])``, pure).
 
     Failure model
     -------------
@@ -635,6 +635,12 @@ class StructuredOutputManager:
             req.pending = False
             req.pending_row = None
             return
+        req.pending = True
+        req.pending_row = self._pending_row(compiled, keep)
+
+    def _pending_row(self, compiled: CompiledConstraint, keep: frozenset[int] | tuple[int, ...]) -> np.ndarray | None:
+        """The grammar's first-token mask plus ``keep`` (None when that allows everything); shared per
+        compiled grammar and keeper set."""
         d = compiled.derived
         pkey = ("pending", keep)
         row = d.get(pkey, False)
@@ -644,8 +650,7 @@ class StructuredOutputManager:
             row = None if np.array_equal(row, self._all_row) else row
             if len(d) < 1024:  # keeper sets per prefix are few; bound the cache anyway
                 d[pkey] = row
-        req.pending = True
-        req.pending_row = row
+        return row
 
     def _pending_keep_ids(self, tracker: ReasoningTracker) -> tuple[int, ...]:
         """Tokens that, as the first token, keep the thinking going or end it explicitly (not content)."""
@@ -749,7 +754,16 @@ class StructuredOutputManager:
         static_at = self._static_at
         rid = req.rid
         for j in range(last_thinking + 1):
-            row = req.pending_row if (j == 0 and req.pending) else req.think_row
+            if not req.pending:
+                row = req.think_row
+            elif j == 0:
+                row = req.pending_row
+            elif req.dynamic_keep:
+                # still undecided after drafts 0..j-1? (granite: the decision can take several tokens)
+                keep = req.tracker.keep_thinking_token_ids(drafts[:j])  # type: ignore[union-attr]
+                row = req.think_row if keep is None else self._pending_row(req.compiled, keep)  # type: ignore[arg-type]
+            else:
+                row = req.think_row
             if row is not None:
                 i = len(row_logits)
                 if static_at[i] is not row:  # same row as last step at this place: nothing to write

@@ -963,6 +963,41 @@ def test_text_marker_family_pending_rows(qwen_vocab, qwen_compiler):
     assert mgr.accept_tokens("skip", v.encode(json.dumps(VALID)) + [v.token_id("<|im_end|>")]).status == "terminated"
 
 
+def test_text_marker_family_pending_rows_with_drafts(qwen_vocab, qwen_compiler):
+    """granite with speculative drafts: while the opening is undecided, row j of a drafted step is the
+    row the request would get after committing drafts 0..j-1 one by one (grammar's first tokens plus
+    the keepers after that prefix); once the start marker completes inside the drafts, no row."""
+    v = qwen_vocab
+    k = 3
+    mgr = StructuredOutputManager(v, "granite", compiler=qwen_compiler, num_speculative_tokens=k)
+    prompt = v.encode("<|im_start|>user\nWho?<|im_end|>\n<|im_start|>assistant\n")
+    kw = {"thinking": True}
+    ids = v.encode("Here is my thought process:\nThe {answer}.\nHere is my response:")
+    n_marker = len(v.encode("Here is my thought process:"))
+    assert n_marker >= 4
+    hello = v.encode("Hello")[0]
+    for pos in range(n_marker):
+        ref, drafted = f"ref{pos}", f"drafted{pos}"
+        for rid in (ref, drafted):
+            mgr.add_request(rid, Constraint.json_schema(SCHEMA), prompt, chat_template_kwargs=kw)
+        wait_ready(mgr, ref, drafted)
+        if pos:
+            assert mgr.accept_tokens(drafted, ids[:pos]).status == "ok"
+            assert mgr.accept_tokens(ref, ids[:pos]).status == "ok"
+        drafts = ids[pos:pos + k]
+        got = rows_of(mgr.grammar_bitmask([(drafted, drafts)]))
+        for j in range(len(drafts) + 1):
+            if j:  # the reference commits the same prefix one token at a time
+                assert mgr.accept_tokens(ref, [drafts[j - 1]]).status == "ok"
+            expected = rows_of(mgr.grammar_bitmask([ref])).get(0)
+            assert (expected is None) == (j not in got), (pos, j)
+            if expected is not None:
+                assert np.array_equal(expected, got[j]), (pos, j)
+                assert allows(got[j], ids[pos + j]) and not allows(got[j], hello), (pos, j)
+        mgr.remove_request(ref)
+        mgr.remove_request(drafted)
+
+
 def test_tokens_after_a_stop_in_one_commit(qwen_vocab, qwen_compiler, qwen_parser):
     v = qwen_vocab
     mgr = make(v, qwen_compiler, qwen_parser)
