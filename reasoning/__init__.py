@@ -3,12 +3,12 @@
 See ``reasoning.base`` for the contract and ``reasoning.registry`` for names and plugins.
 """
 
-from .base import DeltaMessage, ReasoningEnd, ReasoningParser, ReasoningStream, ReasoningTracker
+from .base import DeltaMessage, ReasoningEnd, ReasoningParser, ReasoningSplit, ReasoningStream, ReasoningTracker
 from .registry import get_reasoning_parser, list_reasoning_parsers, load_reasoning_plugin, register_reasoning_parser
 from .vocabulary import VOCABULARY_NAMES, Vocabulary, load_vocabulary
 
 __all__ = [
-    "DeltaMessage", "ReasoningEnd", "ReasoningParser", "ReasoningStream", "ReasoningTracker",
+    "DeltaMessage", "ReasoningEnd", "ReasoningParser", "ReasoningSplit", "ReasoningStream", "ReasoningTracker",
     "get_reasoning_parser", "list_reasoning_parsers", "load_reasoning_plugin", "register_reasoning_parser",
     "VOCABULARY_NAMES", "Vocabulary", "load_vocabulary",
 ]

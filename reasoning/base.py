@@ -33,7 +33,8 @@ from typing import Any, ClassVar
 
 from .vocabulary import Vocabulary
 
-__all__ = ["ReasoningEnd", "ReasoningParser", "ReasoningTracker", "ReasoningStream", "DeltaMessage"]
+__all__ = ["ReasoningEnd", "ReasoningSplit", "ReasoningParser", "ReasoningTracker", "ReasoningStream",
+           "DeltaMessage"]
 
 
 @dataclass(frozen=True)
@@ -48,6 +49,22 @@ class ReasoningEnd:
     @property
     def content_start(self) -> int:
         return self.offset if self.is_content else self.offset + 1
+
+
+@dataclass(frozen=True)
+class ReasoningSplit:
+    """A whole generated output split exactly to the token (what each family counts as reasoning is
+    in its ``split`` docstring)."""
+
+    reasoning_ids: list[int]
+    """The reasoning tokens (markers excluded)."""
+    content_ids: list[int]
+    """The content tokens (an implicit end token included, as the first; all of them when the
+    reasoning had ended before the output; none when it never ends)."""
+    end: ReasoningEnd | None
+    """Where the reasoning ended inside the output (None: it never ended there, or ended before it)."""
+    ended_before: bool
+    """True when the reasoning had ended before the first generated token (prompt, kwargs, family)."""
 
 
 @dataclass(frozen=True)
@@ -127,14 +144,22 @@ class ReasoningParser(ABC):
     def find_reasoning_end(self, token_ids: Sequence[int]) -> ReasoningEnd | None:
         """The first reasoning end inside generated ``token_ids`` (no prompt state), or None."""
 
-    def extract_content_ids(self, token_ids: Sequence[int]) -> list[int]:
-        """The content ids of a whole generated output (empty when reasoning never ended)."""
-        end = self.find_reasoning_end(token_ids)
-        return [] if end is None else list(token_ids[end.content_start:])
+    @abstractmethod
+    def split(self, token_ids: Sequence[int], prompt_token_ids: Sequence[int] = (),
+              chat_template_kwargs: Mapping[str, Any] | None = None) -> ReasoningSplit:
+        """Split a whole generated output into reasoning ids and content ids, exact to the token (the
+        state at its first token derived from the prompt and kwargs, as for a tracker)."""
 
-    def count_reasoning_tokens(self, token_ids: Sequence[int]) -> int:
+    def extract_content_ids(self, token_ids: Sequence[int], prompt_token_ids: Sequence[int] = (),
+                            chat_template_kwargs: Mapping[str, Any] | None = None) -> list[int]:
+        """The content ids of a whole generated output (all of it when the reasoning had ended before
+        it; none when it never ends)."""
+        return self.split(token_ids, prompt_token_ids, chat_template_kwargs).content_ids
+
+    def count_reasoning_tokens(self, token_ids: Sequence[int], prompt_token_ids: Sequence[int] = (),
+                               chat_template_kwargs: Mapping[str, Any] | None = None) -> int:
         """Tokens of a whole generated output that belong to the reasoning (markers excluded)."""
-        raise NotImplementedError
+        return len(self.split(token_ids, prompt_token_ids, chat_template_kwargs).reasoning_ids)
 
     @abstractmethod
     def new_tracker(self, prompt_token_ids: Sequence[int] = (),

@@ -76,10 +76,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from .base import DeltaMessage, ReasoningEnd, ReasoningParser, ReasoningStream, ReasoningTracker
+from .base import DeltaMessage, ReasoningEnd, ReasoningParser, ReasoningSplit, ReasoningStream, ReasoningTracker
 from .registry import register_reasoning_parser
 
-__all__ = ["GptOssReasoningParser", "GptOssTracker", "GptOssStream", "GptOssSplit", "HarmonyEnd",
+__all__ = ["GptOssReasoningParser", "GptOssTracker", "GptOssStream", "HarmonyEnd",
            "HARMONY_SPECIAL_TOKENS", "MAX_HEADER_BYTES", "parse_header"]
 
 HARMONY_SPECIAL_TOKENS: tuple[str, ...] = (
@@ -167,18 +167,6 @@ class _State:
         return _State(self.mode, bytearray(self.header), list(self.header_ids), self.overflow, self.kind)
 
 
-@dataclass(frozen=True)
-class GptOssSplit:
-    """A whole generated output split exactly to the token."""
-
-    reasoning_ids: list[int]
-    """The analysis-body tokens."""
-    content_ids: list[int]
-    """Every token after the ending ``<|message|>`` (all of them when ended before the output)."""
-    end: HarmonyEnd | None
-    ended_before: bool
-
-
 @register_reasoning_parser("openai_gptoss", "gpt_oss")
 class GptOssReasoningParser(ReasoningParser):
     """gpt-oss harmony channels (see the module docstring). The vocabulary must have the harmony
@@ -237,12 +225,14 @@ class GptOssReasoningParser(ReasoningParser):
         return self._walk(_State(_HEADER), token_ids)
 
     def split(self, token_ids: Sequence[int], prompt_token_ids: Sequence[int] = (),
-              chat_template_kwargs: Mapping[str, Any] | None = None) -> GptOssSplit:
-        """Split a whole generated output (state from the prompt / kwargs, as for a tracker)."""
+              chat_template_kwargs: Mapping[str, Any] | None = None) -> ReasoningSplit:
+        """Split a whole generated output (state from the prompt / kwargs, as for a tracker).
+        Reasoning ids: the analysis-body tokens; content ids: every token after the ending
+        ``<|message|>`` (all of them when the reasoning had ended before the output)."""
         st = self._initial(prompt_token_ids, chat_template_kwargs)
         ids = list(token_ids)
         if st.mode == _ENDED:
-            return GptOssSplit([], ids, None, True)
+            return ReasoningSplit([], ids, None, True)
         reasoning: list[int] = []
         end: HarmonyEnd | None = None
         not_body = self._leave_body
@@ -255,16 +245,8 @@ class GptOssReasoningParser(ReasoningParser):
             if end is None:
                 end = e
         content = [] if end is None else ids[end.content_start:]
-        return GptOssSplit(reasoning, content, end, False)
+        return ReasoningSplit(reasoning, content, end, False)
 
-    def extract_content_ids(self, token_ids: Sequence[int], prompt_token_ids: Sequence[int] = (),
-                            chat_template_kwargs: Mapping[str, Any] | None = None) -> list[int]:
-        return self.split(token_ids, prompt_token_ids, chat_template_kwargs).content_ids
-
-    def count_reasoning_tokens(self, token_ids: Sequence[int], prompt_token_ids: Sequence[int] = (),
-                               chat_template_kwargs: Mapping[str, Any] | None = None) -> int:
-        """Analysis-body tokens of a whole output."""
-        return len(self.split(token_ids, prompt_token_ids, chat_template_kwargs).reasoning_ids)
 
     def new_tracker(self, prompt_token_ids: Sequence[int] = (),
                     chat_template_kwargs: Mapping[str, Any] | None = None) -> GptOssTracker:

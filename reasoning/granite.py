@@ -79,13 +79,12 @@ import codecs
 import threading
 from bisect import bisect_right
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any, Literal
 
-from .base import DeltaMessage, ReasoningEnd, ReasoningParser, ReasoningStream, ReasoningTracker
+from .base import DeltaMessage, ReasoningEnd, ReasoningParser, ReasoningSplit, ReasoningStream, ReasoningTracker
 from .registry import register_reasoning_parser
 
-__all__ = ["GraniteReasoningParser", "GraniteTracker", "GraniteStream", "GraniteSplit",
+__all__ = ["GraniteReasoningParser", "GraniteTracker", "GraniteStream",
            "START_MARKERS", "END_MARKERS", "PENDING", "THINKING", "ENDED"]
 
 START_MARKERS: tuple[str, ...] = ("Here is my thought process:", "Here's my thought process:")
@@ -199,20 +198,6 @@ class _Scanner:
         return events
 
 
-@dataclass(frozen=True)
-class GraniteSplit:
-    """A whole generated output split at token boundaries."""
-
-    reasoning_ids: list[int]
-    """Tokens strictly between the opening (whitespace + start marker) and the end marker's first token."""
-    content_ids: list[int]
-    """Tokens from ``end.content_start`` (all of them when the reasoning had ended before the output)."""
-    end: ReasoningEnd | None
-    """Where the reasoning ended inside the output (None: never, or before it)."""
-    ended_before: bool
-    """True when the reasoning had ended before the first generated token (prompt or kwargs)."""
-
-
 @register_reasoning_parser("granite")
 class GraniteReasoningParser(ReasoningParser):
     """IBM Granite 3.x text-marker reasoning (see the module docstring for states and offsets).
@@ -306,24 +291,17 @@ class GraniteReasoningParser(ReasoningParser):
         return self._split(_Scanner(PENDING), token_ids).end
 
     def split(self, token_ids: Sequence[int], prompt_token_ids: Sequence[int] = (),
-              chat_template_kwargs: Mapping[str, Any] | None = None) -> GraniteSplit:
-        """Split a whole generated output (state from the prompt / kwargs, as for a tracker)."""
+              chat_template_kwargs: Mapping[str, Any] | None = None) -> ReasoningSplit:
+        """Split a whole generated output (state from the prompt / kwargs, as for a tracker).
+        Reasoning ids: the tokens strictly between the opening (whitespace + start marker) and the
+        first token holding an end-marker byte (a token straddling a marker belongs to the marker);
+        content ids: from ``end.content_start``."""
         return self._split(self._initial(prompt_token_ids, chat_template_kwargs), token_ids)
 
-    def extract_content_ids(self, token_ids: Sequence[int], prompt_token_ids: Sequence[int] = (),
-                            chat_template_kwargs: Mapping[str, Any] | None = None) -> list[int]:
-        """Content ids of a whole output: after the end (all when ended before it, none if never)."""
-        return self.split(token_ids, prompt_token_ids, chat_template_kwargs).content_ids
-
-    def count_reasoning_tokens(self, token_ids: Sequence[int], prompt_token_ids: Sequence[int] = (),
-                               chat_template_kwargs: Mapping[str, Any] | None = None) -> int:
-        """Reasoning tokens of a whole output (markers and tokens straddling them excluded)."""
-        return len(self.split(token_ids, prompt_token_ids, chat_template_kwargs).reasoning_ids)
-
-    def _split(self, sc: _Scanner, token_ids: Sequence[int]) -> GraniteSplit:
+    def _split(self, sc: _Scanner, token_ids: Sequence[int]) -> ReasoningSplit:
         ids = list(token_ids)
         if sc.mode == ENDED:
-            return GraniteSplit([], ids, None, True)
+            return ReasoningSplit([], ids, None, True)
         data, ends = _join(self.vocabulary.token_bytes, ids)
         r_start = 0
         r_stop = len(ids)
@@ -342,7 +320,7 @@ class GraniteReasoningParser(ReasoningParser):
                 end = ReasoningEnd(bisect_right(ends, s), True)
         reasoning = ids[r_start:r_stop] if r_stop > r_start else []
         content = [] if end is None else ids[end.content_start:]
-        return GraniteSplit(reasoning, content, end, False)
+        return ReasoningSplit(reasoning, content, end, False)
 
     def new_tracker(self, prompt_token_ids: Sequence[int] = (),
                     chat_template_kwargs: Mapping[str, Any] | None = None) -> GraniteTracker:

@@ -44,12 +44,11 @@ from __future__ import annotations
 
 import codecs
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
 
-from .base import DeltaMessage, ReasoningEnd, ReasoningParser, ReasoningStream, ReasoningTracker
+from .base import DeltaMessage, ReasoningEnd, ReasoningParser, ReasoningSplit, ReasoningStream, ReasoningTracker
 
-__all__ = ["TokenMarkerParser", "TokenMarkerTracker", "TokenMarkerStream", "ReasoningSplit",
+__all__ = ["TokenMarkerParser", "TokenMarkerTracker", "TokenMarkerStream",
            "PENDING", "THINKING", "ENDED", "LABEL", "DefaultMode"]
 
 PENDING: Literal[0] = 0
@@ -71,20 +70,6 @@ def _truthy(value: Any) -> bool:
         kind = value.get("type", value.get("enabled", True))
         return _truthy(kind) and str(kind).lower() != "disabled"
     return bool(value)
-
-
-@dataclass(frozen=True)
-class ReasoningSplit:
-    """A whole generated output split exactly to the token."""
-
-    reasoning_ids: list[int]
-    """The reasoning tokens (markers excluded)."""
-    content_ids: list[int]
-    """The content tokens (an implicit end token included, as the first)."""
-    end: ReasoningEnd | None
-    """Where the reasoning ended inside the output (None: it never ended there, or ended before it)."""
-    ended_before: bool
-    """True when the reasoning had ended before the first generated token (prompt, kwargs, family)."""
 
 
 class TokenMarkerParser(ReasoningParser):
@@ -192,16 +177,6 @@ class TokenMarkerParser(ReasoningParser):
         content = [] if end is None else list(token_ids[end.content_start:])
         return ReasoningSplit(reasoning, content, end, False)
 
-    def extract_content_ids(self, token_ids: Sequence[int], prompt_token_ids: Sequence[int] = (),
-                            chat_template_kwargs: Mapping[str, Any] | None = None) -> list[int]:
-        """The content ids of a whole output (all of it when the reasoning had ended before it; none
-        when it never ends)."""
-        return self.split(token_ids, prompt_token_ids, chat_template_kwargs).content_ids
-
-    def count_reasoning_tokens(self, token_ids: Sequence[int], prompt_token_ids: Sequence[int] = (),
-                               chat_template_kwargs: Mapping[str, Any] | None = None) -> int:
-        """Reasoning tokens of a whole output, markers excluded."""
-        return len(self.split(token_ids, prompt_token_ids, chat_template_kwargs).reasoning_ids)
 
     def new_tracker(self, prompt_token_ids: Sequence[int] = (),
                     chat_template_kwargs: Mapping[str, Any] | None = None) -> TokenMarkerTracker:

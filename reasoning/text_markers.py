@@ -29,8 +29,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
 
-from .base import DeltaMessage, ReasoningEnd, ReasoningParser, ReasoningStream, ReasoningTracker
-from .markers import ENDED, THINKING, ReasoningSplit, _truthy
+from .base import DeltaMessage, ReasoningEnd, ReasoningParser, ReasoningSplit, ReasoningStream, ReasoningTracker
+from .markers import ENDED, THINKING, _truthy
 
 __all__ = ["TextMarkerParser", "TextMarkerTracker", "TextMarkerStream"]
 
@@ -138,13 +138,6 @@ class TextMarkerParser(ReasoningParser):
         content = [] if end is None else list(token_ids[end.content_start:])
         return ReasoningSplit(reasoning, content, end, False)
 
-    def extract_content_ids(self, token_ids: Sequence[int], prompt_token_ids: Sequence[int] = (),
-                            chat_template_kwargs: Mapping[str, Any] | None = None) -> list[int]:
-        return self.split(token_ids, prompt_token_ids, chat_template_kwargs).content_ids
-
-    def count_reasoning_tokens(self, token_ids: Sequence[int], prompt_token_ids: Sequence[int] = (),
-                               chat_template_kwargs: Mapping[str, Any] | None = None) -> int:
-        return len(self.split(token_ids, prompt_token_ids, chat_template_kwargs).reasoning_ids)
 
     def new_tracker(self, prompt_token_ids: Sequence[int] = (),
                     chat_template_kwargs: Mapping[str, Any] | None = None) -> TextMarkerTracker:
