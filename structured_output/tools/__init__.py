@@ -49,7 +49,8 @@ def build_tool_constraint(
     request asks for none (``auto`` / ``none`` without a strict tool or a strictness that asks).
 
     The constraint applies to the output after the thinking (the manager gates it), except for the
-    ``openai`` harmony format, which covers the whole output (add it with ``include_reasoning=False``).
+    ``openai`` harmony format, which covers the whole output (``Constraint.covers_reasoning``: the
+    manager applies it from the first token).
     Markers are named as token strings; the manager resolves them. With ``vocabulary`` the free text
     of ``auto`` excludes every control token but the stop tokens (not only the family's markers), and a
     marker that is ordinary text in that vocabulary is matched as text. ``max_whitespace`` caps
