@@ -1027,3 +1027,24 @@ def test_two_buffers_keep_the_previous_batch(qwen_vocab, qwen_compiler, qwen_par
     assert third.bitmask.data_ptr() == first.bitmask.data_ptr() and torch.equal(third.bitmask, second.bitmask)
     with pytest.raises(ValueError, match="num_buffers"):
         make(v, qwen_compiler, qwen_parser, num_buffers=0)
+
+
+def test_constraint_that_covers_reasoning_applies_from_the_first_token(qwen_vocab, qwen_compiler, qwen_parser):
+    """A structural tag marked covers_reasoning (harmony's tool calls spell the thinking themselves)
+    is applied from the first token even though the prompt opened the thinking; the same tag without
+    the mark waits for the end of the thinking. The mark is part of the cache key."""
+    v = qwen_vocab
+    mgr = make(v, qwen_compiler, qwen_parser)
+    tag = {"type": "structural_tag", "format": {"type": "const_string", "value": "ok"}}
+    covers = Constraint.structural_tag(tag, covers_reasoning=True)
+    plain = Constraint.structural_tag(tag)
+    assert covers.covers_reasoning and not plain.covers_reasoning and covers.key != plain.key
+    prompt = v.encode(PROMPTS["open"])
+    mgr.add_request("covers", covers, prompt)
+    mgr.add_request("plain", plain, prompt)
+    wait_ready(mgr, "covers", "plain")
+    assert mgr.status("covers") is RequestStatus.CONSTRAINED
+    assert mgr.status("plain") is RequestStatus.THINKING
+    row = rows_of(mgr.grammar_bitmask(["covers"]))[0]
+    assert allows(row, v.encode("ok")[0]) and not allows(row, v.token_id("</think>"))
+    assert mgr.accept_tokens("covers", v.encode("ok") + [v.token_id("<|im_end|>")]).status == "terminated"
