@@ -149,8 +149,6 @@ def main(args: argparse.Namespace) -> int:
 
 
 def _run_config(B, k, args, vocab, compiler, torch, xgr, kernels, Manager, Workload, invalid_examples) -> _Totals:
-    from .harness import progress as _progress
-
     from .workload import DEFAULT_MIX
 
     kinds = [x for x in str(args.kinds).split(",") if x]
@@ -333,7 +331,7 @@ def _run_config(B, k, args, vocab, compiler, torch, xgr, kernels, Manager, Workl
         step += 1
         now = time.monotonic()
         if now - last_report > 5:
-            _progress(f"  B={B} k={k}: step {step}/{total_steps}, {len(live)} live, {t.finished} finished")
+            progress(f"  B={B} k={k}: step {step}/{total_steps}, {len(live)} live, {t.finished} finished")
             last_report = now
     for rid in list(live) + [lv.req.rid for lv in waiting]:
         mgr.remove_request(rid)
@@ -342,9 +340,7 @@ def _run_config(B, k, args, vocab, compiler, torch, xgr, kernels, Manager, Workl
 
 
 def _constrained_now(mgr, lv) -> bool:
-    from structured_output import RequestStatus
-
-    return mgr.status(lv.req.rid) is RequestStatus.CONSTRAINED
+    return mgr.status(lv.req.rid).value == "constrained"
 
 
 def _shadow(lv, compiler, xgr):
