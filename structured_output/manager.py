@@ -346,8 +346,7 @@ class StructuredOutputManager:
             raise ValueError(f"constraint must be a Constraint or None, got {type(constraint).__name__}")
         if chat_template_kwargs is not None and not isinstance(chat_template_kwargs, Mapping):
             raise ValueError("chat_template_kwargs must be a mapping")
-        if isinstance(prompt_token_ids, (str, bytes)):
-            raise ValueError("prompt_token_ids must be a sequence of token ids")
+        prompt_token_ids = self._prompt_list(prompt_token_ids)
         tracker = None
         if constraint is not None and constraint.covers_reasoning:
             include_reasoning = False  # the constraint spells the thinking itself (harmony)
@@ -709,6 +708,28 @@ class StructuredOutputManager:
                    f"constraint{why}")
         self._fail(req, message)
         return AcceptResult("error", message)
+
+    def _prompt_list(self, prompt_token_ids: Any) -> list[int]:
+        """The prompt as a list of ints inside the logits width (``ValueError`` otherwise). Once per
+        request: min / max over a list run at C speed (~2 ms for 128k tokens)."""
+        if isinstance(prompt_token_ids, (torch.Tensor, np.ndarray)):
+            prompt = self._as_token_list(prompt_token_ids)
+        elif isinstance(prompt_token_ids, (str, bytes)) or not isinstance(prompt_token_ids, Sequence):
+            raise ValueError(f"prompt_token_ids must be a sequence of token ids, got {type(prompt_token_ids).__name__}")
+        else:
+            prompt = prompt_token_ids if type(prompt_token_ids) is list else list(prompt_token_ids)
+        if prompt:
+            try:
+                lo, hi = min(prompt), max(prompt)
+                ok = isinstance(lo, (int, np.integer)) and isinstance(hi, (int, np.integer)) \
+                    and 0 <= lo and hi < self.logits_width
+            except TypeError:
+                ok = False
+            if not ok:
+                bad = next((t for t in prompt if not isinstance(t, (int, np.integer))
+                            or not 0 <= t < self.logits_width), prompt[0])
+                raise ValueError(f"prompt token id {bad!r} is not an id in [0, {self.logits_width})")
+        return prompt
 
     def _bad_token(self, request_id: str, token_ids: list[int]) -> None:
         bad = next(t for t in token_ids if not 0 <= t < self.logits_width)

@@ -1048,3 +1048,25 @@ def test_constraint_that_covers_reasoning_applies_from_the_first_token(qwen_voca
     row = rows_of(mgr.grammar_bitmask(["covers"]))[0]
     assert allows(row, v.encode("ok")[0]) and not allows(row, v.token_id("</think>"))
     assert mgr.accept_tokens("covers", v.encode("ok") + [v.token_id("<|im_end|>")]).status == "terminated"
+
+
+def test_prompt_ids_are_checked(qwen_vocab, qwen_compiler):
+    """Prompt ids outside the logits width (or not ints) are API misuse: ValueError, nothing stored;
+    tensors and arrays are accepted. granite reads the prompt's bytes, so a bad id would otherwise
+    surface as an IndexError from inside the parser."""
+    import numpy as np
+    import torch
+
+    v = qwen_vocab
+    mgr = StructuredOutputManager(v, "granite", compiler=qwen_compiler)
+    c = Constraint.regex("x")
+    for bad in ([10**9], [-1], [v.logits_width], ["a"], [1.5], "text", 7):
+        with pytest.raises(ValueError, match="prompt"):
+            mgr.add_request("r", c, bad, chat_template_kwargs={"thinking": True})
+        assert "r" not in mgr
+    prompt = v.encode("<|im_start|>assistant\n")
+    mgr.add_request("t", c, torch.tensor(prompt), chat_template_kwargs={"thinking": True})
+    mgr.add_request("n", c, np.array(prompt), chat_template_kwargs={"thinking": True})
+    mgr.add_request("l", c, tuple(prompt), chat_template_kwargs={"thinking": True})
+    wait_ready(mgr, "t", "n", "l")
+    assert {mgr.status(r) for r in ("t", "n", "l")} == {RequestStatus.THINKING}
