@@ -246,6 +246,7 @@ class XmlArgs(ArgsSyntax):
 # Gemma 4
 
 _GEMMA_KEY = r"[A-Za-z_][A-Za-z0-9_]*"
+_GEMMA_KEY_COLON = re.compile(_GEMMA_KEY + ":")  # the reader's "key:" (compiled once)
 
 
 @dataclass(frozen=True)
@@ -360,7 +361,7 @@ class GemmaArgs(ArgsSyntax):
             if text.startswith("}", p):
                 return out, p + 1
             while True:
-                m = re.compile(_GEMMA_KEY + ":").match(text, p)
+                m = _GEMMA_KEY_COLON.match(text, p)
                 if m is None:
                     raise NoMatch("expected a key")
                 v, p = self._read_value(text, m.end())
