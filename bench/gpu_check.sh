@@ -5,12 +5,12 @@
 #   2. `python -m bench kernels` on CUDA: our CPU path, xgrammar's CPU kernel and fill_, plus our
 #      Triton kernel, xgrammar's Triton kernel, GPU fill_ and the fraction of the memory floor;
 #      float32 on both vocabularies, then bfloat16 on 248,320.
-# Output: the console, and under $OUT (the device runner's output folder) or bench/results/.
+# Output: the console, and under $OUT (the device runner's output folder) or bench-results/.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 if [ -f .venv/bin/activate ]; then . .venv/bin/activate; fi
 unset TRITON_INTERPRET
-out="${OUT:-bench/results}"
+out="${OUT:-bench-results}"
 mkdir -p "$out"
 status=0
 

@@ -3,7 +3,7 @@
 - :func:`measure` runs ``fn`` ``warmup`` times, then ``repeat`` times, and reports the median and
   percentiles in microseconds. Ratios against a baseline measured *in the same run* are what to read:
   this machine is shared and noisy.
-- :func:`write_rows` appends rows as JSON lines to ``bench/results/<name>.jsonl`` (or ``--out``), each
+- :func:`write_rows` appends rows as JSON lines to ``bench-results/<name>.jsonl`` (see :data:`RESULTS_DIR`; or ``--out``), each
   with the machine, versions and date.
 """
 
@@ -21,7 +21,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-RESULTS_DIR = Path(__file__).resolve().parent / "results"
+RESULTS_DIR = Path(os.environ.get("THINKGATE_BENCH_RESULTS", "bench-results"))
+"""Where results go unless ``--out`` says otherwise: ``$THINKGATE_BENCH_RESULTS``, else ``bench-results/``
+in the current directory (outside the source folders; git ignores it)."""
 
 
 @dataclass(frozen=True)

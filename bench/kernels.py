@@ -46,7 +46,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="torch.set_num_threads(N) first: the budget of fill_, torch ops and our CPU path "
                         "(default 0: leave torch's setting)")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--out", default=None, help="JSON-lines file (default bench/results/kernels.jsonl)")
+    p.add_argument("--out", default=None, help="JSON-lines file (default bench-results/kernels.jsonl)")
 
 
 def realistic_bitmask(batch: int, width: int, vocab_size: int, *, seed: int = 0, string_every: int = 4,
@@ -131,7 +131,7 @@ def main(args: argparse.Namespace) -> int:
     import xgrammar as xgr
 
     from bench.harness import measure, print_table, progress, write_rows
-    from kernels import apply_token_bitmask_inplace
+    from thinkgate.kernels import apply_token_bitmask_inplace
 
     dtype = getattr(torch, args.dtype)
     if args.threads > 0:
@@ -201,7 +201,7 @@ def _gpu_row(logits_cpu, bitmask_cpu, vocab: int, blocked: int, repeat: int, ban
     import torch
     import xgrammar as xgr
 
-    from kernels import apply_token_bitmask_inplace, apply_token_bitmask_reference
+    from thinkgate.kernels import apply_token_bitmask_inplace, apply_token_bitmask_reference
 
     logits = logits_cpu.cuda()
     bitmask = bitmask_cpu.cuda()

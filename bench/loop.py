@@ -30,7 +30,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from .harness import int_list, non_negative_int_list, print_table, progress, write_rows
+from .harness import RESULTS_DIR, int_list, non_negative_int_list, print_table, progress, write_rows
 
 DESCRIPTION = "simulated continuous-batching engine loop: fill + apply + accept (the default)"
 
@@ -46,8 +46,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="request kinds in the mix (default: all)")
     p.add_argument("--think-fraction", type=float, default=0.5, help="share of requests that think first")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--out", default=None, help="JSON-lines file to append to (default: bench/results/loop.jsonl)")
-    p.add_argument("--plot", default="bench/results/loop.png",
+    p.add_argument("--out", default=None, help="JSON-lines file to append to (default: bench-results/loop.jsonl)")
+    p.add_argument("--plot", default=str(RESULTS_DIR / "loop.png"),
                    help="PNG of the sweep when matplotlib is installed ('' to skip)")
     p.add_argument("--no-write", action="store_true", help="write no JSON lines and no plot")
 
@@ -92,9 +92,9 @@ def main(args: argparse.Namespace) -> int:
     import torch
     import xgrammar as xgr
 
-    import kernels
-    from reasoning.vocabulary import load_vocabulary
-    from structured_output import Compiler, StructuredOutputManager
+    from thinkgate import kernels
+    from thinkgate.reasoning.vocabulary import load_vocabulary
+    from thinkgate.structured_output import Compiler, StructuredOutputManager
 
     from .workload import Workload
 

@@ -58,7 +58,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="thinking lengths in tokens, one token per step (default 1000,100000)")
     p.add_argument("--window", type=int, default=1000,
                    help="per-step statistics over the last WINDOW steps of each run (default 1000)")
-    p.add_argument("--out", default=None, help="JSON-lines file for the rows (default bench/results/reasoning.jsonl)")
+    p.add_argument("--out", default=None, help="JSON-lines file for the rows (default bench-results/reasoning.jsonl)")
 
 
 def _time_steps(step, tokens: list[int], window: int) -> tuple[list[float], float]:
@@ -81,7 +81,7 @@ def _time_steps(step, tokens: list[int], window: int) -> tuple[list[float], floa
 
 def run_family(family: str, sizes: list[int], window: int) -> list[dict[str, Any]]:
     from bench.harness import progress, summarize
-    from reasoning import get_reasoning_parser, load_vocabulary
+    from thinkgate.reasoning import get_reasoning_parser, load_vocabulary
 
     vocab_name, prompt_text, open_text, end_text, kwargs = CASES[family]
     vocab = load_vocabulary(vocab_name)  # type: ignore[arg-type]

@@ -55,7 +55,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--fill-threads", default="auto", help="xgrammar batch-matcher threads ('auto' or N)")
     p.add_argument("--batch-fill-min-rows", type=int, default=None,
                    help="rows per round from which the batch matcher fills (default: the manager's)")
-    p.add_argument("--out", default=None, help="JSON-lines output file (default bench/results/step.jsonl)")
+    p.add_argument("--out", default=None, help="JSON-lines output file (default bench-results/step.jsonl)")
     p.add_argument("--no-write", action="store_true", help="do not append the rows to a results file")
 
 
@@ -73,8 +73,8 @@ def main(args: argparse.Namespace) -> int:
     import xgrammar as xgr
 
     from bench.harness import print_table, progress, write_rows
-    from reasoning import load_vocabulary
-    from structured_output import Compiler, Constraint, StructuredOutputManager
+    from thinkgate.reasoning import load_vocabulary
+    from thinkgate.structured_output import Compiler, Constraint, StructuredOutputManager
 
     vocab = load_vocabulary(args.vocab)
     progress(f"vocabulary {vocab.name}: {vocab.vocab_size} ids, logits width {vocab.logits_width}")

@@ -15,7 +15,7 @@ past its 56 tools, renamed copies), a ``required`` request:
 
 Each format uses its family vocabulary (``structured_output.tools.vocabs``: real where an offline
 vocabulary has the markers, else the Qwen3.6 table plus the family's markers). Results are appended
-to ``bench/results/tools.jsonl``.
+to ``bench-results/tools.jsonl``.
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--threads", type=int, default=2, help="compiler threads (default 2)")
     p.add_argument("--no-xgrammar", action="store_true", help="skip the xgrammar baseline column")
     p.add_argument("--no-fill", action="store_true", help="skip the mask-fill column")
-    p.add_argument("--out", default=None, help="JSON-lines file (default bench/results/tools.jsonl)")
+    p.add_argument("--out", default=None, help="JSON-lines file (default bench-results/tools.jsonl)")
 
 
 def corpus_tools(n: int) -> list[dict]:
@@ -70,9 +70,9 @@ def main(args: argparse.Namespace) -> int:
     import xgrammar as xgr
 
     from bench.harness import print_table, progress, write_rows
-    from structured_output.compiler import Compiler
-    from structured_output.tools import build_tool_constraint, list_tool_formats
-    from structured_output.tools.vocabs import FORMAT_VOCABULARY, format_vocabulary
+    from thinkgate.structured_output.compiler import Compiler
+    from thinkgate.structured_output.tools import build_tool_constraint, list_tool_formats
+    from thinkgate.structured_output.tools.vocabs import FORMAT_VOCABULARY, format_vocabulary
 
     names = [f for f in list_tool_formats() if f in FORMAT_VOCABULARY and f != "json"]
     if args.formats != "all":

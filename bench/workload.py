@@ -19,8 +19,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from reasoning.vocabulary import Vocabulary
-from structured_output import Constraint
+from thinkgate.reasoning.vocabulary import Vocabulary
+from thinkgate.structured_output import Constraint
 
 __all__ = ["ScriptedRequest", "Workload", "KINDS"]
 
@@ -190,7 +190,7 @@ class Workload:
 
     def _tools(self):
         if self._tools_api is None:
-            from structured_output import tools as api
+            from thinkgate.structured_output import tools as api
 
             self._tools_api = api
         return self._tools_api
@@ -241,7 +241,7 @@ class Workload:
                                content_start, text, checker)
 
     def _tool_request(self, kind: str, r: random.Random):
-        from structured_output.tools import build_tool_constraint, get_tool_reader
+        from thinkgate.structured_output.tools import build_tool_constraint, get_tool_reader
 
         tools = [dict(t, function=dict(t["function"], strict=True)) for t in _TOOLS]
         name = r.choice(tools)["function"]["name"]

@@ -8,7 +8,7 @@ contract every kernel is tested against. Triton is imported only when the Triton
 used. This package imports neither ``reasoning`` nor ``structured_output``.
 """
 
-from kernels.api import BACKENDS, Backend, apply_token_bitmask_inplace
-from kernels.reference import apply_token_bitmask_reference
+from thinkgate.kernels.api import BACKENDS, Backend, apply_token_bitmask_inplace
+from thinkgate.kernels.reference import apply_token_bitmask_reference
 
 __all__ = ["BACKENDS", "Backend", "apply_token_bitmask_inplace", "apply_token_bitmask_reference"]

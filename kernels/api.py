@@ -11,7 +11,7 @@ from typing import Literal, get_args
 
 import torch
 
-from kernels import cpu_bitmask, torch_bitmask
+from thinkgate.kernels import cpu_bitmask, torch_bitmask
 
 Backend = Literal["auto", "triton", "cpu", "torch"]
 BACKENDS: tuple[str, ...] = get_args(Backend)
@@ -133,7 +133,7 @@ def _triton():
     global _triton_module, _triton_error
     if _triton_module is None and _triton_error is None:
         try:
-            from kernels import triton_bitmask
+            from thinkgate.kernels import triton_bitmask
 
             _triton_module = triton_bitmask
         except ImportError as e:

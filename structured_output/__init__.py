@@ -1,6 +1,6 @@
 """Structured output for reasoning models: the scheduler-facing manager, constraints and tool choice.
 
-    from structured_output import StructuredOutputManager, Constraint
+    from thinkgate.structured_output import StructuredOutputManager, Constraint
     mgr = StructuredOutputManager(load_vocabulary("qwen3_6"), "qwen3")
     mgr.add_request("r1", Constraint.json_schema(schema), prompt_token_ids)
     ...  # every step: batch = mgr.grammar_bitmask(schedule); apply; sample; mgr.accept_tokens(...)
@@ -12,7 +12,7 @@
 See :class:`StructuredOutputManager` for lifetimes, thread-safety and the step protocol.
 """
 
-from reasoning.vocabulary import Vocabulary, load_vocabulary
+from thinkgate.reasoning.vocabulary import Vocabulary, load_vocabulary
 
 from .compiler import CompiledConstraint, Compiler, CompilerStats
 from .constraints import Constraint, ConstraintKind

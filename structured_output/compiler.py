@@ -63,7 +63,7 @@ import numpy as np
 import torch
 import xgrammar as xgr
 
-from reasoning.vocabulary import Vocabulary
+from thinkgate.reasoning.vocabulary import Vocabulary
 
 from .constraints import Constraint
 

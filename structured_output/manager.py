@@ -16,9 +16,9 @@ import numpy as np
 import torch
 import xgrammar as xgr
 
-from reasoning.base import ReasoningParser, ReasoningTracker
-from reasoning.registry import get_reasoning_parser
-from reasoning.vocabulary import Vocabulary
+from thinkgate.reasoning.base import ReasoningParser, ReasoningTracker
+from thinkgate.reasoning.registry import get_reasoning_parser
+from thinkgate.reasoning.vocabulary import Vocabulary
 
 from .compiler import CompiledConstraint, Compiler, xgrammar_message
 from .constraints import Constraint

@@ -14,7 +14,7 @@ import torch
 if not torch.cuda.is_available():
     os.environ.setdefault("TRITON_INTERPRET", "1")
 
-from reasoning.vocabulary import Vocabulary, load_vocabulary  # noqa: E402
+from thinkgate.reasoning.vocabulary import Vocabulary, load_vocabulary  # noqa: E402
 
 
 @pytest.fixture(scope="session")

@@ -8,8 +8,8 @@ Asking for the path again returns the same class: the registry remembers what a 
 
 from __future__ import annotations
 
-from reasoning.markers import TokenMarkerParser
-from reasoning.registry import register_reasoning_parser
+from thinkgate.reasoning.markers import TokenMarkerParser
+from thinkgate.reasoning.registry import register_reasoning_parser
 
 
 @register_reasoning_parser("example_think")

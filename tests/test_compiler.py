@@ -11,9 +11,9 @@ import pytest
 import torch
 import xgrammar as xgr
 
-from reasoning import Vocabulary
-from structured_output import Compiler, Constraint, StructuredOutputManager
-from structured_output.compiler import _CompilePool, control_token_bytes, xgrammar_message
+from thinkgate.reasoning import Vocabulary
+from thinkgate.structured_output import Compiler, Constraint, StructuredOutputManager
+from thinkgate.structured_output.compiler import _CompilePool, control_token_bytes, xgrammar_message
 
 
 @pytest.fixture(scope="module")

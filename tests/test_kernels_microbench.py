@@ -12,7 +12,7 @@ import torch
 import xgrammar as xgr
 
 from bench.kernels import realistic_bitmask
-from kernels import apply_token_bitmask_inplace, apply_token_bitmask_reference
+from thinkgate.kernels import apply_token_bitmask_inplace, apply_token_bitmask_reference
 
 WIDTH, VOCAB, BATCH = 248320, 248077, 16
 

@@ -27,10 +27,10 @@ import pytest
 import torch
 import xgrammar as xgr
 
-from reasoning import get_reasoning_parser
-from structured_output import (AcceptResult, BitmaskBatch, Compiler, Constraint, RequestStatus,
+from thinkgate.reasoning import get_reasoning_parser
+from thinkgate.structured_output import (AcceptResult, BitmaskBatch, Compiler, Constraint, RequestStatus,
                                StructuredOutputManager)
-from structured_output.compiler import CompiledConstraint
+from thinkgate.structured_output.compiler import CompiledConstraint
 
 SCHEMA = {
     "type": "object",

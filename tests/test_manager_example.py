@@ -11,9 +11,9 @@ def test_readme_scheduler_loop():
     # --- README example begins ---
     import torch
 
-    import kernels
-    from reasoning import load_vocabulary
-    from structured_output import Constraint, StructuredOutputManager
+    from thinkgate import kernels
+    from thinkgate.reasoning import load_vocabulary
+    from thinkgate.structured_output import Constraint, StructuredOutputManager
 
     vocab = load_vocabulary("qwen3_6")
     mgr = StructuredOutputManager(vocab, "qwen3", max_num_seqs=2)

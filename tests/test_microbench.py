@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from reasoning import get_reasoning_parser
-from structured_output import Constraint, StructuredOutputManager
+from thinkgate.reasoning import get_reasoning_parser
+from thinkgate.structured_output import Constraint, StructuredOutputManager
 
 SCHEMA = {"type": "object", "properties": {"city": {"type": "string"}, "days": {"type": "integer"}},
           "required": ["city", "days"]}

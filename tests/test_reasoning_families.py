@@ -21,10 +21,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_reasoning_markers import check_chunked, detokenizer
 
-from reasoning import get_reasoning_parser, load_vocabulary
-from reasoning.base import ReasoningEnd
-from reasoning.markers import ENDED, PENDING, THINKING, TokenMarkerParser
-from reasoning.vocabulary import Vocabulary
+from thinkgate.reasoning import get_reasoning_parser, load_vocabulary
+from thinkgate.reasoning.base import ReasoningEnd
+from thinkgate.reasoning.markers import ENDED, PENDING, THINKING, TokenMarkerParser
+from thinkgate.reasoning.vocabulary import Vocabulary
 
 
 def with_specials(base: Vocabulary, specials: Sequence[str], name: str) -> Vocabulary:

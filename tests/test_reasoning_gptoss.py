@@ -21,9 +21,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from reasoning import get_reasoning_parser
-from reasoning.gptoss import MAX_HEADER_BYTES, GptOssReasoningParser, HarmonyEnd
-from reasoning.vocabulary import Vocabulary
+from thinkgate.reasoning import get_reasoning_parser
+from thinkgate.reasoning.gptoss import MAX_HEADER_BYTES, GptOssReasoningParser, HarmonyEnd
+from thinkgate.reasoning.vocabulary import Vocabulary
 
 HARMONY = ("<|start|>", "<|end|>", "<|message|>", "<|channel|>", "<|constrain|>", "<|return|>", "<|call|>")
 

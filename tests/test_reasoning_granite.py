@@ -17,10 +17,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from reasoning import get_reasoning_parser
-from reasoning.base import ReasoningEnd
-from reasoning.granite import END_MARKERS, ENDED, PENDING, START_MARKERS, THINKING, GraniteReasoningParser
-from reasoning.vocabulary import Vocabulary
+from thinkgate.reasoning import get_reasoning_parser
+from thinkgate.reasoning.base import ReasoningEnd
+from thinkgate.reasoning.granite import END_MARKERS, ENDED, PENDING, START_MARKERS, THINKING, GraniteReasoningParser
+from thinkgate.reasoning.vocabulary import Vocabulary
 
 ON = {"thinking": True}
 WS = " \t\n\r\x0b\x0c"

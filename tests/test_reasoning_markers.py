@@ -16,10 +16,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from reasoning import get_reasoning_parser
-from reasoning.base import ReasoningEnd
-from reasoning.markers import ENDED, PENDING, THINKING, TokenMarkerParser
-from reasoning.vocabulary import Vocabulary
+from thinkgate.reasoning import get_reasoning_parser
+from thinkgate.reasoning.base import ReasoningEnd
+from thinkgate.reasoning.markers import ENDED, PENDING, THINKING, TokenMarkerParser
+from thinkgate.reasoning.vocabulary import Vocabulary
 
 # ------------------------------------------------------------------------------------------------
 # family-independent checks

@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from reasoning import get_reasoning_parser, list_reasoning_parsers, load_reasoning_plugin, register_reasoning_parser
-from reasoning.base import ReasoningParser
-from reasoning.markers import TokenMarkerParser
-from reasoning.registry import _BUILTIN_MODULES
-from reasoning.vocabulary import Vocabulary
+from thinkgate.reasoning import get_reasoning_parser, list_reasoning_parsers, load_reasoning_plugin, register_reasoning_parser
+from thinkgate.reasoning.base import ReasoningParser
+from thinkgate.reasoning.markers import TokenMarkerParser
+from thinkgate.reasoning.registry import _BUILTIN_MODULES
+from thinkgate.reasoning.vocabulary import Vocabulary
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -34,10 +34,10 @@ def test_every_family_is_listed_and_resolves():
 
 def test_lazy_import_by_name():
     """A fresh interpreter imports only the family module asked for."""
-    code = ("import sys, reasoning; "
-            "assert 'reasoning.qwen3' not in sys.modules; "
+    code = ("import sys, thinkgate.reasoning as reasoning; "
+            "assert 'thinkgate.reasoning.qwen3' not in sys.modules; "
             "reasoning.get_reasoning_parser('glm45'); "
-            "assert 'reasoning.glm45' in sys.modules and 'reasoning.qwen3' not in sys.modules; print('ok')")
+            "assert 'thinkgate.reasoning.glm45' in sys.modules and 'thinkgate.reasoning.qwen3' not in sys.modules; print('ok')")
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "ok"

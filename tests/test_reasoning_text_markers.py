@@ -20,11 +20,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_reasoning_families import with_specials
 
-from reasoning import get_reasoning_parser, load_vocabulary
-from reasoning.base import ReasoningEnd
-from reasoning.markers import THINKING
-from reasoning.text_markers import TextMarkerParser
-from reasoning.vocabulary import Vocabulary
+from thinkgate.reasoning import get_reasoning_parser, load_vocabulary
+from thinkgate.reasoning.base import ReasoningEnd
+from thinkgate.reasoning.markers import THINKING
+from thinkgate.reasoning.text_markers import TextMarkerParser
+from thinkgate.reasoning.vocabulary import Vocabulary
 
 
 @lru_cache(maxsize=None)

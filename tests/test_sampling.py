@@ -26,8 +26,8 @@ import jsonschema
 import pytest
 import torch
 
-import kernels
-from structured_output import Compiler, Constraint, RequestStatus, StructuredOutputManager
+from thinkgate import kernels
+from thinkgate.structured_output import Compiler, Constraint, RequestStatus, StructuredOutputManager
 
 N_REQUESTS = 200
 N_SCHEMAS = 60  # distinct schemas (each compile costs ~40 ms on this vocabulary); request i uses i % 60

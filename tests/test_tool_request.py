@@ -10,7 +10,7 @@ from typing import Any
 import jsonschema
 import pytest
 
-from structured_output.tools import (build_tool_constraint, get_tool_reader, list_tool_formats,
+from thinkgate.structured_output.tools import (build_tool_constraint, get_tool_reader, list_tool_formats,
                                      normalize_tool_request, tool_calls_json_schema)
 
 CORPUS = json.loads((Path(__file__).parent / "data" / "tools" / "corpus.json").read_text(encoding="utf-8"))

@@ -14,8 +14,8 @@ import pytest
 import xgrammar as xgr
 from xgrammar.builtin_structural_tag import get_model_structural_tag, normalize_tool_choice
 
-from reasoning.vocabulary import Vocabulary
-from structured_output.tools import build_tool_constraint
+from thinkgate.reasoning.vocabulary import Vocabulary
+from thinkgate.structured_output.tools import build_tool_constraint
 from test_tool_formats import BY_NAME, FAMILIES, assert_rejected_at, run_stream, vocab
 
 
@@ -121,7 +121,7 @@ def test_dsml_marker_is_a_token_in_deepseek_v4() -> None:
     theirs = get_model_structural_tag("deepseek_v4", tools=[WEATHER], tool_choice="required", reasoning="disabled")
     with pytest.raises(ValueError, match=r"control token"):
         # the manager refuses a literal that holds a control token's text: it could never match
-        from structured_output import Constraint
+        from thinkgate.structured_output import Constraint
         fam_mgr = __import__("test_tool_formats").manager(fam.vocab, fam.parser)
         fam_mgr.compiler.validate(Constraint.structural_tag(theirs.model_dump_json()))
     ours = build_tool_constraint([WEATHER], "required", format="deepseek_v4")

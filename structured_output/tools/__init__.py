@@ -1,6 +1,6 @@
 """Tool choice: constraints for tool calls in each model's own syntax, and readers for them.
 
-    from structured_output.tools import build_tool_constraint, get_tool_reader
+    from thinkgate.structured_output.tools import build_tool_constraint, get_tool_reader
     c = build_tool_constraint(tools, "required", format="hermes", parallel_tool_calls=False)
     mgr.add_request(rid, c, prompt_ids)          # c is None when the request asks for no constraint
     ...
@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from reasoning.vocabulary import Vocabulary
+from thinkgate.reasoning.vocabulary import Vocabulary
 
 from ..constraints import Constraint
 from .formats import (DEFAULT_MAX_WHITESPACE, CallFormat, HarmonyFormat, JsonCallsFormat, ToolFormat,

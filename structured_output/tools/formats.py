@@ -35,7 +35,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from reasoning.vocabulary import Vocabulary
+from thinkgate.reasoning.vocabulary import Vocabulary
 
 from ..constraints import Constraint
 from .args import ArgsSyntax, GemmaArgs, JsonArgs, NoMatch, XmlArgs

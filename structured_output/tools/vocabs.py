@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 import threading
 
-from reasoning.vocabulary import Vocabulary, load_vocabulary
+from thinkgate.reasoning.vocabulary import Vocabulary, load_vocabulary
 
 __all__ = ["SYNTHETIC_FAMILIES", "synthetic_vocabulary", "format_vocabulary", "FORMAT_VOCABULARY"]
 

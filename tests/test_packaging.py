@@ -1,0 +1,83 @@
+"""The installed shape: one ``thinkgate`` namespace over the top-level folders, dependencies pointing one
+way, and a wheel that carries the CPU kernel prebuilt and nothing under a generic name."""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PRODUCT = ("reasoning", "structured_output", "kernels", "thinkgate")
+GENERIC = ("reasoning", "structured_output", "kernels")
+ALLOWED = {  # the subpackages each may import (dependencies point one way)
+    "reasoning": set(),
+    "kernels": set(),
+    "structured_output": {"reasoning"},
+    "thinkgate": {"reasoning", "structured_output", "kernels"},
+}
+
+
+def _imports(path: Path) -> list[str]:
+    """Absolute module names imported by ``path`` (relative imports resolved against its package)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    rel = path.relative_to(ROOT).with_suffix("")
+    package = list(rel.parts[:-1]) if rel.name != "__init__" else list(rel.parts[:-1])
+    out = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            out += [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package[: len(package) - node.level + 1]
+                out.append(".".join(["thinkgate", *base, *([node.module] if node.module else [])])
+                           if base and base[0] != "thinkgate" else ".".join([*base, node.module or ""]))
+            else:
+                out.append(node.module or "")
+    return out
+
+
+def _python_files(*folders: str) -> list[Path]:
+    return [p for f in folders for p in sorted((ROOT / f).rglob("*.py"))]
+
+
+def test_nothing_imports_a_generic_top_level_name():
+    """Code, tests and benchmarks import the product only as ``thinkgate.*``: an import of ``kernels`` or
+    ``reasoning`` would work in a checkout and fail (or load someone else's package) once installed."""
+    bad = [f"{p.relative_to(ROOT)}: {m}" for p in _python_files(*PRODUCT, "bench", "tests")
+           for m in _imports(p) if m.split(".")[0] in GENERIC]
+    assert not bad, bad
+
+
+def test_dependencies_point_one_way():
+    bad = []
+    for sub, allowed in ALLOWED.items():
+        for p in _python_files(sub):
+            for m in _imports(p):
+                parts = m.split(".")
+                if parts[0] == "bench" or parts[0] == "tests":
+                    bad.append(f"{p.relative_to(ROOT)} imports {m}")
+                if parts[0] == "thinkgate" and len(parts) > 1 and parts[1] != sub and parts[1] not in allowed:
+                    bad.append(f"{p.relative_to(ROOT)} imports {m}")
+    assert not bad, bad
+
+
+@pytest.mark.slow
+def test_wheel_holds_one_namespace_and_the_prebuilt_kernel(tmp_path):
+    out = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
+                          "-w", str(tmp_path), str(ROOT)], capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr[-2000:]
+    (wheel,) = tmp_path.glob("thinkgate-*.whl")
+    names = zipfile.ZipFile(wheel).namelist()
+    tops = {n.split("/")[0] for n in names}
+    assert tops == {"thinkgate", next(t for t in tops if t.endswith(".dist-info"))}, tops
+    for expected in ("thinkgate/__init__.py", "thinkgate/reasoning/qwen3.py", "thinkgate/structured_output/manager.py",
+                     "thinkgate/structured_output/tools/__init__.py", "thinkgate/kernels/cpu_bitmask.c",
+                     "thinkgate/kernels/py.typed", "thinkgate/py.typed"):
+        assert expected in names, expected
+    assert any(n.startswith("thinkgate/kernels/_cpu_bitmask") and n.endswith(".so") for n in names), names
+    assert not any("/bench/" in n or "/tests/" in n for n in names)
