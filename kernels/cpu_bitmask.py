@@ -1,4 +1,4 @@
-"""The CPU kernel: a small C function, compiled once at first use and called through ctypes.
+"""The CPU kernel: C (``cpu_bitmask.c``), built at install time, called through ctypes.
 
 Why C and not torch ops: the vectorised torch formulation (``torch_bitmask``) expands the bitmask
 into a [rows, V] bool tensor and then rewrites the logits through it, roughly 3x the memory traffic
@@ -7,7 +7,7 @@ of ``logits.fill_``. This kernel reads the bitmask once and touches a logit only
 - a word of all ones (32 allowed tokens) costs one load and no store, so rows that allow
   everything (inside a JSON string) cost almost nothing;
 - 8 words (256 tokens) are tested at once: all ones -> skipped, all zeros (JSON structure: almost
-  everything blocked) -> one fixed-size vectorised fill, which runs at ``fill_`` speed;
+  everything blocked) -> one fixed-size vectorised fill;
 - a mixed word stores only its zero bits (count-trailing-zeros loop), or blends all 32 when most
   are zero.
 
@@ -15,16 +15,22 @@ The work is cut into (bitmask row, 32,768-column chunk) items taken from an atom
 caller and by a persistent pool of helper threads (``torch.get_num_threads() - 1`` of them, woken
 only for calls of at least 1M logits). The caller never waits for a helper to *start*: a helper
 that wakes late finds the items taken; the caller waits only for items a helper is running. So a
-busy machine costs the single-thread time, not a fork-join stall of a scheduler tick (measured:
-~8 ms with OpenMP when another process held the second core). A second concurrent caller runs
-alone rather than wait for the pool. ctypes releases the GIL for the call.
+busy machine costs the single-thread time, not a fork-join stall of a scheduler tick (OpenMP's
+barrier waits for a preempted thread). A second concurrent caller runs alone rather than wait for
+the pool. ctypes releases the GIL for the call.
 
-The shared object is built with the system C compiler (``$CC``, else ``cc`` / ``gcc``) into
-``$THINKGATE_CACHE_DIR`` (default ``$XDG_CACHE_HOME/thinkgate`` or ``~/.cache/thinkgate``), keyed
-by a hash of the source, the flags and the CPU, written atomically, and reused by later processes.
-:func:`load_library` returns None when no compiler works (or ``THINKGATE_NO_COMPILE=1``); the
-dispatcher then uses the pure-torch path. :func:`kernels.reference.apply_token_bitmask_reference`
-is this kernel's reference in the tests.
+Where the shared object comes from, first that works:
+
+1. the extension ``thinkgate.kernels._cpu_bitmask`` that ``setup.py`` built at install time (a wheel
+   carries it prebuilt);
+2. a build at first use with the system C compiler (``$CC``, else ``cc`` / ``gcc`` / ``clang``) into
+   ``$THINKGATE_CACHE_DIR`` (default ``$XDG_CACHE_HOME/thinkgate`` or ``~/.cache/thinkgate``), keyed by
+   a hash of the source, the compiler and the flags, written atomically, reused by later processes.
+
+Both use the flags of ``cpu_build.py``. :func:`load_library` returns None when neither works (or
+``THINKGATE_NO_COMPILE=1``), with one warning; the dispatcher then uses the pure-torch path.
+:func:`thinkgate.kernels.reference.apply_token_bitmask_reference` is this kernel's reference in the
+tests.
 """
 
 from __future__ import annotations
@@ -32,6 +38,7 @@ from __future__ import annotations
 import array
 import ctypes
 import hashlib
+import importlib
 import itertools
 import os
 import platform
@@ -45,6 +52,10 @@ from pathlib import Path
 
 import torch
 
+from . import cpu_build
+
+_SOURCE = Path(__file__).with_name(cpu_build.SOURCE)
+
 # Chunk of columns per work item; the C source and the thread heuristic below agree on it.
 CHUNK_TOKENS = 32768
 # Below this many logits in total the caller works alone: one thread writes ~1M fp32 logits in
@@ -52,246 +63,18 @@ CHUNK_TOKENS = 32768
 # would make the caller wait for it; on small jobs that risk costs more than the helper saves.
 _PARALLEL_MIN_ELEMENTS = 1 << 20
 
-C_SOURCE = r"""
-#include <stdint.h>
-#include <string.h>
-#include <pthread.h>
-#include <sched.h>
-#include <time.h>
-#include <unistd.h>
-
-#define CHUNK_TOKENS 32768
-#define BLOCK_WORDS 8
-#define MAX_THREADS 256
-#ifndef SPIN_NS
-#define SPIN_NS 50000
-#endif
-
-/* Tokens [a, b) of one row (a % 32 == 0). Tokens below `limit` follow their bit; the rest are
-   set to `neg` (the -inf bit pattern of the element type). Blocks of 8 words (256 tokens) that
-   are all ones or all zeros take one branch; fixed-size fills compile to straight vector stores. */
-#define DEFINE_RANGE(NAME, T)                                                          \
-static inline void NAME##_word(T *p, uint32_t m, T neg) {                              \
-    if (m == 0xFFFFFFFFu) return;                                                      \
-    if (m == 0u) { for (int k = 0; k < 32; k++) p[k] = neg; return; }                  \
-    uint32_t z = ~m;                                                                   \
-    if (__builtin_popcount(z) > 8) {                                                   \
-        for (int k = 0; k < 32; k++) p[k] = ((m >> k) & 1u) ? p[k] : neg;              \
-        return;                                                                        \
-    }                                                                                  \
-    while (z) { p[__builtin_ctz(z)] = neg; z &= z - 1u; }                              \
-}                                                                                      \
-static void NAME(T *row, const uint32_t *mask, int64_t a, int64_t b, int64_t limit, T neg) { \
-    int64_t bit_end = b < limit ? b : limit;                                           \
-    int64_t t = a;                                                                     \
-    while (t + 32 * BLOCK_WORDS <= bit_end) {                                          \
-        uint32_t w[BLOCK_WORDS];                                                       \
-        memcpy(w, mask + (t >> 5), sizeof w);                                          \
-        uint32_t all = 0xFFFFFFFFu, any = 0u;                                          \
-        for (int q = 0; q < BLOCK_WORDS; q++) { all &= w[q]; any |= w[q]; }            \
-        T *p = row + t;                                                                \
-        if (all != 0xFFFFFFFFu) {                                                      \
-            if (any == 0u) {                                                           \
-                for (int k = 0; k < 32 * BLOCK_WORDS; k++) p[k] = neg;                 \
-            } else {                                                                   \
-                for (int q = 0; q < BLOCK_WORDS; q++) NAME##_word(p + 32 * q, w[q], neg); \
-            }                                                                          \
-        }                                                                              \
-        t += 32 * BLOCK_WORDS;                                                         \
-    }                                                                                  \
-    for (; t + 32 <= bit_end; t += 32) NAME##_word(row + t, mask[t >> 5], neg);        \
-    if (t < bit_end) {                                                                 \
-        uint32_t m = mask[t >> 5];                                                     \
-        for (int64_t k = t; k < bit_end; k++)                                          \
-            if (!((m >> (k - t)) & 1u)) row[k] = neg;                                  \
-    }                                                                                  \
-    int64_t k0 = bit_end > a ? bit_end : a;                                            \
-    T *p = row + k0;                                                                   \
-    int64_t n = b - k0;                                                                \
-    for (int64_t k = 0; k < n; k++) p[k] = neg;                                        \
-}
-
-DEFINE_RANGE(range_u32, uint32_t)
-DEFINE_RANGE(range_u16, uint16_t)
-
-typedef struct {
-    char *logits;
-    int64_t row_stride;      /* elements */
-    int64_t width;           /* logits columns */
-    const char *bitmask;
-    int64_t mask_stride;     /* int32 words */
-    const int64_t *rows;     /* logits row of each bitmask row; NULL: row i */
-    int64_t limit;           /* min(vocab_size, 32 * words) */
-    int32_t elem_size;       /* 2 or 4 */
-    uint32_t neg;            /* -inf bit pattern */
-    int64_t chunks_per_row;
-    int64_t n_items;
-} job_t;
-
-static void run_item(const job_t *j, int64_t item) {
-    int64_t i = item / j->chunks_per_row;
-    int64_t a = (item % j->chunks_per_row) * (int64_t)CHUNK_TOKENS;
-    int64_t b = a + CHUNK_TOKENS < j->width ? a + CHUNK_TOKENS : j->width;
-    int64_t r = j->rows ? j->rows[i] : i;
-    const uint32_t *mask = (const uint32_t *)(j->bitmask + 4 * i * j->mask_stride);
-    if (j->elem_size == 4)
-        range_u32((uint32_t *)j->logits + r * j->row_stride, mask, a, b, j->limit, j->neg);
-    else
-        range_u16((uint16_t *)j->logits + r * j->row_stride, mask, a, b, j->limit, (uint16_t)j->neg);
-}
-
-/* A persistent pool of helper threads that never makes the caller wait for a helper to start.
-
-   The caller publishes a job (a new generation in the high half of g_state, the next free item in
-   the low half), wakes the helpers, and takes items itself. A helper that wakes late finds every
-   item taken and goes back to sleep. The caller waits only for items a helper has claimed and not
-   finished. So on a machine whose other cores are busy, a call costs what the caller alone does,
-   instead of stalling at a fork-join barrier until the scheduler runs a helper (milliseconds).
-   A helper claims an item with a compare-and-swap on g_state that also checks the generation, so
-   it can never take an item of a job other than the one whose parameters it copied. */
-static job_t g_job;
-static uint64_t g_state;                 /* (generation << 32) | next item; atomic */
-static int64_t g_done;                   /* finished items of the current job; atomic */
-static uint32_t g_gen;                   /* last generation published (helpers wait on it) */
-static int g_helpers;                    /* helpers started in this process */
-static int g_sleepers;                   /* helpers blocked on g_cv; atomic */
-static pid_t g_pid;                      /* process that started them (a fork child has none) */
-static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t g_cv = PTHREAD_COND_INITIALIZER;
-static pthread_mutex_t g_call = PTHREAD_MUTEX_INITIALIZER;  /* one job in the pool at a time */
-
-static void drain(uint32_t gen) {
-    for (;;) {
-        uint64_t s = __atomic_load_n(&g_state, __ATOMIC_ACQUIRE);
-        if ((uint32_t)(s >> 32) != gen) return;
-        job_t j;
-        memcpy(&j, &g_job, sizeof j);     /* validated by the CAS below */
-        int64_t item = (int64_t)(s & 0xFFFFFFFFu);
-        if (item >= j.n_items) return;
-        if (!__atomic_compare_exchange_n(&g_state, &s, s + 1, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
-            continue;
-        run_item(&j, item);
-        __atomic_fetch_add(&g_done, 1, __ATOMIC_RELEASE);
-    }
-}
-
-static int64_t now_ns(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000ll + ts.tv_nsec;
-}
-
-static void *helper(void *arg) {
-    (void)arg;
-    uint32_t seen = 0;
-    for (;;) {
-        /* Watch for the next job for SPIN_NS (back-to-back calls find the helper awake), then sleep. */
-        int64_t until = now_ns() + SPIN_NS;
-        uint32_t gen = seen;
-        while (gen == seen && now_ns() < until) {
-            for (int k = 0; k < 64; k++) {
-#if defined(__x86_64__) || defined(__i386__)
-                __builtin_ia32_pause();
-#endif
-            }
-            gen = (uint32_t)(__atomic_load_n(&g_state, __ATOMIC_ACQUIRE) >> 32);
-        }
-        if (gen == seen) {
-            pthread_mutex_lock(&g_mu);
-            __atomic_fetch_add(&g_sleepers, 1, __ATOMIC_SEQ_CST);
-            while (__atomic_load_n(&g_gen, __ATOMIC_SEQ_CST) == seen) pthread_cond_wait(&g_cv, &g_mu);
-            __atomic_fetch_sub(&g_sleepers, 1, __ATOMIC_SEQ_CST);
-            gen = __atomic_load_n(&g_gen, __ATOMIC_SEQ_CST);
-            pthread_mutex_unlock(&g_mu);
-        }
-        seen = gen;
-        drain(seen);
-    }
-    return 0;
-}
-
-static int ensure_helpers(int wanted) {
-    pid_t pid = getpid();
-    if (g_pid != pid) {  /* first use, or a fork child: threads are not inherited, locks may be */
-        g_helpers = 0;
-        g_sleepers = 0;
-        g_pid = pid;
-        pthread_mutex_init(&g_mu, 0);
-        pthread_cond_init(&g_cv, 0);
-    }
-    while (g_helpers < wanted) {
-        pthread_t t;
-        pthread_attr_t attr;
-        pthread_attr_init(&attr);
-        pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-        pthread_attr_setstacksize(&attr, 1 << 16);
-        int rc = pthread_create(&t, &attr, helper, 0);
-        pthread_attr_destroy(&attr);
-        if (rc != 0) break;
-        g_helpers++;
-    }
-    return g_helpers;
-}
-
-/* Returns the number of threads that could take part (1 = the caller alone). */
-int thinkgate_apply_bitmask(void *logits, int64_t row_stride, int64_t width,
-                            const void *bitmask, int64_t mask_stride, const int64_t *rows,
-                            int64_t n_rows, int64_t limit, int32_t elem_size, uint32_t neg,
-                            int32_t n_threads) {
-    if (n_rows <= 0 || width <= 0) return 0;
-    job_t j;
-    j.logits = (char *)logits; j.row_stride = row_stride; j.width = width;
-    j.bitmask = (const char *)bitmask; j.mask_stride = mask_stride; j.rows = rows;
-    j.limit = limit; j.elem_size = elem_size; j.neg = neg;
-    j.chunks_per_row = (width + CHUNK_TOKENS - 1) / CHUNK_TOKENS;
-    j.n_items = n_rows * j.chunks_per_row;
-    if (n_threads > j.n_items) n_threads = (int32_t)j.n_items;
-    if (n_threads > MAX_THREADS) n_threads = MAX_THREADS;
-    /* One thread wanted, more items than a generation can count, or the pool busy with another
-       caller's job: do it all here. */
-    if (n_threads <= 1 || j.n_items >= 0xFFFFFFFFll || pthread_mutex_trylock(&g_call) != 0) {
-        for (int64_t it = 0; it < j.n_items; it++) run_item(&j, it);
-        return 1;
-    }
-    int helpers = ensure_helpers(n_threads - 1);
-    uint32_t gen = (uint32_t)(__atomic_load_n(&g_state, __ATOMIC_RELAXED) >> 32) + 1u;
-    if (gen == 0u) gen = 1u;              /* 0 is the helpers' initial "seen" */
-    /* Close the state first (new generation, no claimable item), so a helper still looking at the
-       previous job fails its CAS even if it copies the parameters being written now. */
-    __atomic_store_n(&g_state, ((uint64_t)gen << 32) | 0xFFFFFFFFull, __ATOMIC_SEQ_CST);
-    memcpy(&g_job, &j, sizeof j);
-    __atomic_store_n(&g_done, 0, __ATOMIC_RELAXED);
-    __atomic_store_n(&g_state, (uint64_t)gen << 32, __ATOMIC_RELEASE);
-    /* Wake sleeping helpers (a futex call); spinning ones see g_state. A wake-up lost in a race
-       costs only that helper's help with this job: the caller never waits for it. */
-    __atomic_store_n(&g_gen, gen, __ATOMIC_SEQ_CST);
-    if (helpers > 0 && __atomic_load_n(&g_sleepers, __ATOMIC_SEQ_CST) > 0) {
-        pthread_mutex_lock(&g_mu);
-        pthread_cond_broadcast(&g_cv);
-        pthread_mutex_unlock(&g_mu);
-    }
-    drain(gen);
-    /* Every item is claimed; wait for the ones helpers are still running. */
-    for (unsigned spins = 0; __atomic_load_n(&g_done, __ATOMIC_ACQUIRE) < j.n_items; spins++) {
-        if (spins > 64) sched_yield();
-#if defined(__x86_64__) || defined(__i386__)
-        else __builtin_ia32_pause();
-#endif
-    }
-    pthread_mutex_unlock(&g_call);
-    return helpers + 1;
-}
-"""
 
 _NEG_INF_BITS = {torch.float32: 0xFF800000, torch.bfloat16: 0xFF80, torch.float16: 0xFC00}
 
 
 @dataclass(frozen=True)
 class CpuKernel:
-    """The loaded shared object and where it lives in the cache."""
+    """The loaded shared object, where it lives, and how it was built."""
 
     lib: ctypes.CDLL
     path: Path
+    origin: str
+    """``"prebuilt"`` (the extension built at install time) or ``"runtime"`` (built at first use)."""
 
 
 _lock = threading.Lock()
@@ -313,16 +96,6 @@ def _cache_dirs() -> list[Path]:
     return [_cache_dir(), Path(tempfile.gettempdir()) / f"thinkgate-{uid}"]
 
 
-def _cpu_signature() -> str:
-    """The CPU model and flags: -march=native code must not be reused on another CPU."""
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
-            lines = [ln for ln in f if ln.startswith(("model name", "flags", "Features"))]
-        return "".join(sorted(set(lines)))
-    except OSError:
-        return platform.processor()
-
-
 def _compilers() -> list[str]:
     names = [os.environ["CC"]] if os.environ.get("CC") else []
     names += ["cc", "gcc", "clang"]
@@ -336,33 +109,43 @@ def _compilers() -> list[str]:
 
 def _compile(cc: str, flags: list[str], out: Path) -> None:
     out.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(prefix="thinkgate-cc-") as tmp:
-        src = Path(tmp) / "bitmask.c"
-        src.write_text(C_SOURCE, encoding="utf-8")
-        tmp_so = out.parent / f".{out.name}.{os.getpid()}.{threading.get_ident()}.tmp"
-        try:
-            subprocess.run([cc, *flags, str(src), "-o", str(tmp_so)], check=True,
-                           capture_output=True, timeout=120)
-            os.replace(tmp_so, out)  # atomic: a concurrent process sees the old file or the new one
-        finally:
-            if tmp_so.exists():
-                tmp_so.unlink()
+    tmp_so = out.parent / f".{out.name}.{os.getpid()}.{threading.get_ident()}.tmp"
+    try:
+        subprocess.run([cc, *flags, str(_SOURCE), "-o", str(tmp_so)], check=True,
+                       capture_output=True, timeout=120)
+        os.replace(tmp_so, out)  # atomic: a concurrent process sees the old file or the new one
+    finally:
+        if tmp_so.exists():
+            tmp_so.unlink()
 
 
-def _try_load() -> CpuKernel:
-    """Build (or reuse from the cache) and load the kernel; RuntimeError if no variant works.
+def _bind(lib: ctypes.CDLL, path: Path, origin: str) -> CpuKernel:
+    fn = lib.thinkgate_apply_bitmask
+    fn.restype = ctypes.c_int
+    fn.argtypes = [ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64, ctypes.c_void_p,
+                   ctypes.c_int64, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64,
+                   ctypes.c_int32, ctypes.c_uint32, ctypes.c_int32]
+    return CpuKernel(lib, path, origin)
 
-    Variants, best first: -march=native (the cache key includes the CPU), then portable flags.
-    """
+
+def _load_prebuilt() -> CpuKernel:
+    """The extension built at install time (``setup.py``); ImportError when the install built none."""
+    module = importlib.import_module(f"{__package__}._cpu_bitmask")
+    path = Path(module.__file__ or "")
+    return _bind(ctypes.CDLL(str(path)), path, "prebuilt")
+
+
+def _build_at_runtime() -> CpuKernel:
+    """Build (or reuse from the cache) the kernel with the system compiler; RuntimeError if that fails."""
     ccs = _compilers()
     if not ccs:
         raise RuntimeError("no C compiler found (looked for $CC, cc, gcc, clang)")
+    source = _SOURCE.read_bytes()
+    flags = [*cpu_build.CFLAGS, "-shared", "-fPIC"]
     errors: list[str] = []
-    base = ["-O3", "-shared", "-fPIC", "-pthread", "-std=gnu99", "-fno-strict-aliasing"]
-    for cc, extra, cache in itertools.product(ccs, (["-march=native"], []), _cache_dirs()):
-        flags = base + extra
-        key = hashlib.sha256("\0".join([C_SOURCE, cc, *flags, platform.machine(),
-                                        _cpu_signature()]).encode()).hexdigest()[:20]
+    for cc, cache in itertools.product(ccs, _cache_dirs()):
+        key = hashlib.sha256(b"\0".join([source, cc.encode(), *(f.encode() for f in flags),
+                                         platform.machine().encode()])).hexdigest()[:20]
         path = cache / f"bitmask_{key}.so"
         try:
             if not path.exists():
@@ -370,20 +153,26 @@ def _try_load() -> CpuKernel:
             lib = ctypes.CDLL(str(path))
         except (OSError, subprocess.SubprocessError) as e:
             detail = getattr(e, "stderr", b"") or b""
-            errors.append(f"{cc} {' '.join(extra)} in {cache}: {e} "
-                          f"{detail.decode(errors='replace')[-300:]}")
+            errors.append(f"{cc} in {cache}: {e} {detail.decode(errors='replace')[-300:]}")
             continue
-        fn = lib.thinkgate_apply_bitmask
-        fn.restype = ctypes.c_int
-        fn.argtypes = [ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64, ctypes.c_void_p,
-                       ctypes.c_int64, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64,
-                       ctypes.c_int32, ctypes.c_uint32, ctypes.c_int32]
-        return CpuKernel(lib, path)
+        return _bind(lib, path, "runtime")
     raise RuntimeError("could not build the CPU bitmask kernel: " + " | ".join(errors))
 
 
+def _try_load() -> CpuKernel:
+    """The prebuilt extension, else a runtime build; RuntimeError naming both causes if neither works."""
+    try:
+        return _load_prebuilt()
+    except (ImportError, OSError) as e:
+        prebuilt_error = f"no prebuilt kernel ({e})"
+    try:
+        return _build_at_runtime()
+    except RuntimeError as e:
+        raise RuntimeError(f"{prebuilt_error}; {e}") from None
+
+
 def load_library() -> CpuKernel | None:
-    """The compiled kernel, building it on first use; None (with one warning) if that fails."""
+    """The C kernel: the prebuilt one, else built at first use; None (with one warning) if neither."""
     global _kernel, _load_attempted, _load_error
     if _load_attempted:
         return _kernel
@@ -396,7 +185,7 @@ def load_library() -> CpuKernel | None:
                     _kernel = _try_load()
                 except Exception as e:  # any failure means: use the torch path
                     _load_error = str(e)
-                    warnings.warn(f"thinkgate kernels: using the pure-torch CPU path ({e})",
+                    warnings.warn(f"thinkgate kernels: using the pure-torch CPU path, much slower ({e})",
                                   RuntimeWarning, stacklevel=3)
             _load_attempted = True
     return _kernel

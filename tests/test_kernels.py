@@ -15,8 +15,8 @@ import sys
 import pytest
 import torch
 
-from kernels import BACKENDS, apply_token_bitmask_inplace, apply_token_bitmask_reference
-from kernels import cpu_bitmask
+from thinkgate.kernels import BACKENDS, apply_token_bitmask_inplace, apply_token_bitmask_reference
+from thinkgate.kernels import cpu_bitmask
 
 DTYPES = [torch.float32, torch.bfloat16, torch.float16]
 CUDA = torch.cuda.is_available()
@@ -227,27 +227,62 @@ def test_auto_backend_on_cpu_uses_the_c_kernel_and_falls_back(monkeypatch, seed)
         apply_token_bitmask_inplace(logits.clone(), bitmask, backend="cpu")
 
 
-def test_cpu_kernel_build_is_cached_and_missing_compiler_is_reported(monkeypatch, tmp_path):
+def test_cpu_kernel_runtime_build_is_cached_and_missing_compiler_is_reported(monkeypatch, tmp_path):
     monkeypatch.setenv("THINKGATE_CACHE_DIR", str(tmp_path))
-    kernel = cpu_bitmask._try_load()
+    kernel = cpu_bitmask._build_at_runtime()
     built = list(tmp_path.glob("bitmask_*.so"))
-    assert built == [kernel.path]
+    assert built == [kernel.path] and kernel.origin == "runtime"
     stamp = built[0].stat().st_mtime_ns
-    cpu_bitmask._try_load()  # a second load reuses the cached object
+    cpu_bitmask._build_at_runtime()  # a second load reuses the cached object
     assert built[0].stat().st_mtime_ns == stamp and len(list(tmp_path.iterdir())) == 1
     # an unusable cache directory (here a file) falls back to a per-user temporary directory
     blocker = tmp_path / "not-a-dir"
     blocker.write_text("")
     monkeypatch.setenv("THINKGATE_CACHE_DIR", str(blocker))
-    assert cpu_bitmask._try_load().path.parent == cpu_bitmask._cache_dirs()[1]
+    assert cpu_bitmask._build_at_runtime().path.parent == cpu_bitmask._cache_dirs()[1]
     monkeypatch.setattr(cpu_bitmask, "_compilers", lambda: [])
     with pytest.raises(RuntimeError, match="no C compiler"):
-        cpu_bitmask._try_load()
+        cpu_bitmask._build_at_runtime()
+
+
+def _load_in_fresh_process(tmp_path, extra_env, code):
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env.update(THINKGATE_CACHE_DIR=str(tmp_path / "cache"), TMPDIR=str(tmp_path), **extra_env)
+    return subprocess.run([sys.executable, "-W", "always", "-c", code], capture_output=True, text=True,
+                          env=env, cwd=tmp_path, timeout=120)
+
+
+def test_installed_kernel_needs_no_compiler_at_run_time(tmp_path):
+    """The install built the extension: with no compiler (CC=false, an empty PATH) and no cached build,
+    the C kernel still loads, prebuilt, and is exact."""
+    code = ("import torch; from thinkgate.kernels import cpu_bitmask, apply_token_bitmask_inplace, "
+            "apply_token_bitmask_reference\n"
+            "k = cpu_bitmask.load_library(); print(k.origin if k else cpu_bitmask.load_error())\n"
+            "x = torch.randn(3, 1000); m = torch.randint(-2**31, 2**31 - 1, (3, 32), dtype=torch.int32)\n"
+            "y = x.clone(); apply_token_bitmask_inplace(x, m, backend='cpu'); "
+            "apply_token_bitmask_reference(y, m); print(torch.equal(x, y))")
+    out = _load_in_fresh_process(tmp_path, {"CC": "false", "PATH": str(tmp_path)}, code)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["prebuilt", "True"], out.stdout + out.stderr
+    assert not (tmp_path / "cache").exists()  # nothing was compiled
+
+
+def test_without_prebuilt_or_compiler_the_torch_path_warns_once(tmp_path):
+    code = ("import sys, torch; from thinkgate.kernels import cpu_bitmask, apply_token_bitmask_inplace\n"
+            "cpu_bitmask._load_prebuilt = lambda: (_ for _ in ()).throw(ImportError('removed'))\n"
+            "for _ in range(3): apply_token_bitmask_inplace(torch.zeros(1, 64), torch.zeros(1, 2, dtype=torch.int32))\n"
+            "print(cpu_bitmask.load_library(), file=sys.stdout); print(cpu_bitmask.load_error())")
+    out = _load_in_fresh_process(tmp_path, {"CC": "false", "PATH": str(tmp_path)}, code)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines()[0] == "None"
+    assert "no prebuilt kernel (removed)" in out.stdout and "no C compiler found" in out.stdout
+    assert out.stderr.count("using the pure-torch CPU path") == 1, out.stderr
 
 
 def test_import_is_light_and_independent():
-    code = ("import sys, kernels; "
-            "print(sorted(m for m in ('triton', 'reasoning', 'structured_output') if m in sys.modules))")
+    code = ("import sys, thinkgate.kernels; "
+            "print(sorted(m for m in ('triton', 'thinkgate.reasoning', 'thinkgate.structured_output', 'xgrammar') "
+            "if m in sys.modules))")
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                          env=env, cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -390,7 +425,7 @@ def test_triton_kernel_compiles_for_sm90_with_lane_contiguous_stores(dtype, bloc
     from triton.compiler import ASTSource
     from triton.runtime.jit import JITFunction
 
-    from kernels import triton_bitmask
+    from thinkgate.kernels import triton_bitmask
 
     kernel = triton_bitmask._apply_bitmask_kernel
     fn = JITFunction(kernel.fn, do_not_specialize=["n_logit_rows", "width", "limit"]) \
