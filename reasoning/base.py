@@ -97,6 +97,17 @@ class ReasoningTracker(ABC):
     def advance(self, token_ids: Sequence[int]) -> ReasoningEnd | None:
         """Commit ``token_ids``; return where the reasoning ended among them, if it did in this call."""
 
+    @abstractmethod
+    def keep_thinking_token_ids(self, after: Sequence[int] = ()) -> frozenset[int] | None:
+        """Is the model still deciding whether it thinks, after the committed tokens and ``after``?
+
+        For a family whose model may skip its thinking (it writes the start marker itself, or not),
+        the next token can decide: then this is the exact set of next token ids that keep thinking
+        possible (a start or end marker, a token that continues a text marker); any other token would
+        start the content. None when the next token does not decide (the request is thinking, its
+        thinking has ended, or ``after`` decided it). Pure: changes no state. The manager masks an
+        undecided position with these ids plus the grammar's first tokens."""
+
 
 class ReasoningStream(ABC):
     """Front-end, per-request streaming splitter of generated text into reasoning and content."""

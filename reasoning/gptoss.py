@@ -373,6 +373,9 @@ class GptOssTracker(ReasoningTracker):
             return None
         return self._parser._walk(self._st, token_ids)
 
+    def keep_thinking_token_ids(self, after: Sequence[int] = ()) -> frozenset[int] | None:
+        return None  # harmony's channel header, not one token, decides (its constraint covers the header)
+
 
 class GptOssStream(ReasoningStream):
     """Front-end streaming splitter of one request, driven by token ids (``text`` is not needed: the

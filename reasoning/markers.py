@@ -127,6 +127,9 @@ class TokenMarkerParser(ReasoningParser):
         tb = self.vocabulary.token_bytes
         self._marker_text: dict[int, str] = {t: tb[t].decode("utf-8", errors="replace") for t in self._marker_ids}
         self._default_state: State = self.initial_state(())
+        # PENDING: the tokens that do not start the content (a start marker opens the thinking, an end
+        # marker closes it unwritten); any other token is the first content token
+        self._pending_keep_ids: frozenset[int] = self.start_token_ids | self.end_token_ids
 
     # -- contract: engine core -------------------------------------------------------------------
     @property
@@ -287,6 +290,12 @@ class TokenMarkerTracker(ReasoningTracker):
         state, end, _ = self._parser._walk(self._state, token_ids)
         self._state = state
         return end
+
+    def keep_thinking_token_ids(self, after: Sequence[int] = ()) -> frozenset[int] | None:
+        # the first token decides: any token leaves PENDING, so only an empty ``after`` can be undecided
+        if self._state != PENDING or after:
+            return None
+        return self._parser._pending_keep_ids
 
 
 class TokenMarkerStream(ReasoningStream):

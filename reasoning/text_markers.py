@@ -273,6 +273,9 @@ class TextMarkerTracker(ReasoningTracker):
         self._state, self._tail = sc.state, sc.tail
         return sc.end
 
+    def keep_thinking_token_ids(self, after: Sequence[int] = ()) -> frozenset[int] | None:
+        return None  # a request starts thinking or ended: its first token never decides
+
 
 class TextMarkerStream(ReasoningStream):
     """Front-end splitter of one request. Reasoning bytes that may begin a marker are held back until

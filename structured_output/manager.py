@@ -95,7 +95,7 @@ class _Request:
     """Per-request state (small; freed at remove)."""
 
     __slots__ = ("rid", "constraint", "status", "message", "future", "deadline", "compiled", "matcher",
-                 "tracker", "think_row", "pending_row", "pending", "dynamic_keep", "n_out", "n_content",
+                 "tracker", "think_row", "pending_row", "pending", "n_out", "n_content",
                  "check_all")
 
     def __init__(self, rid: str, constraint: Constraint | None, tracker: ReasoningTracker | None) -> None:
@@ -111,7 +111,6 @@ class _Request:
         self.think_row: np.ndarray | None = None    # row for a thinking position (None: no row)
         self.pending_row: np.ndarray | None = None  # row while the first token decides (None: no row)
         self.pending = False                        # the next token decides thinking vs content
-        self.dynamic_keep = False                   # the tracker says, every step, what keeps it pending
         self.n_out = 0                              # tokens accepted (output position of the next)
         self.n_content = 0                          # tokens fed to the grammar
         self.check_all = False                      # rows may allow everything: fill one by one
@@ -172,12 +171,11 @@ class StructuredOutputManager:
     whose ``covers_reasoning`` is set, such as harmony's tool calls): the grammar
     applies from the first token. While thinking, nothing is masked except implicit end tokens that
     the grammar could not start with (they would end the thinking *and* be rejected); that row is
-    precomputed once per compiled grammar. Before the first token of a family that may
-    skip its thinking (the tracker reports that any ordinary token would start the content), the row
-    is the grammar's first-token mask plus the tokens that keep or end the thinking; a tracker that
-    offers ``keep_thinking_token_ids()`` (granite's text markers, decided over several tokens) gets
-    that row at every undecided step, and with drafts at every undecided position: row ``j`` takes
-    the keepers after drafts ``0..j-1`` (``keep_thinking_token_ids(after=drafts[:j])``, pure).
+    precomputed once per compiled grammar. While a model that may skip its thinking has not yet
+    decided (the tracker's ``keep_thinking_token_ids()`` is not None: the first token for token
+    markers, possibly several for granite's text markers), the row is the grammar's first-token mask
+    plus the tokens that keep the thinking possible; with drafts, row ``j`` takes the keepers after
+    drafts ``0..j-1`` (``keep_thinking_token_ids(after=drafts[:j])``, pure).
 
     Failure model
     -------------
@@ -301,9 +299,7 @@ class StructuredOutputManager:
             self._end_ids = tuple(sorted(self.parser.reasoning_end_token_ids))
         else:
             self._implicit_ids = self._end_ids = ()
-        self._probe_id = _ordinary_token(vocab, self.parser)
         self._stop_ids = vocab.stop_token_ids
-        self._keep_ids: tuple[int, ...] | None = None  # tokens that keep a pending request thinking
 
     # -- construction helpers --------------------------------------------------------------------
     @staticmethod
@@ -606,38 +602,22 @@ class StructuredOutputManager:
             banned = [t for t in self._implicit_ids if not compiled.allows_first(t)]
             d[key] = _row_without(self._all_row, banned) if banned else None
         req.think_row = d[key]
-        req.dynamic_keep = callable(getattr(req.tracker, "keep_thinking_token_ids", None))
         req.pending = True
         self._refresh_pending(req)
 
     def _refresh_pending(self, req: _Request) -> None:
         """Is the next token the one that decides between thinking and content (a family whose model
-        may skip its thinking)? Then its row is the grammar's first-token mask plus the tokens that
-        keep the thinking possible.
-
-        A tracker that offers ``keep_thinking_token_ids()`` (granite: the decision can take several
-        tokens) says so at every step; for the others (token markers: the first token decides) we
-        probe once whether an ordinary token would start the content, and take as keepers the control
-        tokens that would not."""
-        tracker = req.tracker
-        compiled = req.compiled
-        keep: frozenset[int] | tuple[int, ...] | None
-        if req.dynamic_keep:
-            keep = tracker.keep_thinking_token_ids()  # type: ignore[union-attr]
-        elif req.n_out == 0 and self._probe_id is not None:
-            end = tracker.scan([self._probe_id])  # type: ignore[union-attr]
-            keep = self._pending_keep_ids(tracker) if (end is not None and end.is_content and end.offset == 0) \
-                else None  # type: ignore[arg-type]
-        else:
-            keep = None
-        if keep is None or compiled is None:
+        may skip its thinking)? The tracker says (``keep_thinking_token_ids``); then the row is the
+        grammar's first-token mask plus the tokens that keep the thinking possible."""
+        keep = req.tracker.keep_thinking_token_ids()  # type: ignore[union-attr]
+        if keep is None or req.compiled is None:
             req.pending = False
             req.pending_row = None
             return
         req.pending = True
-        req.pending_row = self._pending_row(compiled, keep)
+        req.pending_row = self._pending_row(req.compiled, keep)
 
-    def _pending_row(self, compiled: CompiledConstraint, keep: frozenset[int] | tuple[int, ...]) -> np.ndarray | None:
+    def _pending_row(self, compiled: CompiledConstraint, keep: frozenset[int]) -> np.ndarray | None:
         """The grammar's first-token mask plus ``keep`` (None when that allows everything); shared per
         compiled grammar and keeper set."""
         d = compiled.derived
@@ -650,17 +630,6 @@ class StructuredOutputManager:
             if len(d) < 1024:  # keeper sets per prefix are few; bound the cache anyway
                 d[pkey] = row
         return row
-
-    def _pending_keep_ids(self, tracker: ReasoningTracker) -> tuple[int, ...]:
-        """Tokens that, as the first token, keep the thinking going or end it explicitly (not content)."""
-        if self._keep_ids is None:
-            keep = []
-            for t in sorted(self.vocabulary.special_token_ids | frozenset(self._end_ids)):
-                end = tracker.scan([t])
-                if end is None or not end.is_content:
-                    keep.append(t)
-            self._keep_ids = tuple(keep)
-        return self._keep_ids
 
     # -- internals: accept -----------------------------------------------------------------------
     def _feed(self, req: _Request, m: xgr.GrammarMatcher, tokens: list[int]) -> AcceptResult:
@@ -779,12 +748,10 @@ class StructuredOutputManager:
                 row = req.think_row
             elif j == 0:
                 row = req.pending_row
-            elif req.dynamic_keep:
+            else:
                 # still undecided after drafts 0..j-1? (granite: the decision can take several tokens)
                 keep = req.tracker.keep_thinking_token_ids(drafts[:j])  # type: ignore[union-attr]
                 row = req.think_row if keep is None else self._pending_row(req.compiled, keep)  # type: ignore[arg-type]
-            else:
-                row = req.think_row
             if row is not None:
                 i = len(row_logits)
                 if static_at[i] is not row:  # same row as last step at this place: nothing to write
@@ -943,18 +910,3 @@ def _auto_fill_threads() -> int:
     except (AttributeError, OSError):  # pragma: no cover - not Linux
         n = os.cpu_count() or 2
     return max(1, min(16, n // 2))
-
-
-def _ordinary_token(vocab: Vocabulary, parser: ReasoningParser | None) -> int | None:
-    """An ordinary (non-control, defined) token: the probe for "would any token start the content"."""
-    if parser is None:
-        return None
-    skip = vocab.special_token_ids | parser.reasoning_end_token_ids | parser.implicit_reasoning_end_token_ids
-    for text in ("a", "the", "x", "0"):
-        tid = vocab.token_id(text)
-        if tid is not None and tid not in skip:
-            return tid
-    for i, b in enumerate(vocab.token_bytes):
-        if b and i not in skip:
-            return i
-    return None

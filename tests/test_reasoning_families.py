@@ -384,3 +384,29 @@ def test_any_chunking_matches_whole(name, shape, cuts, give_text, prompt_kind):
                    "on": f.gen, "off": f.gen}[prompt_kind]
     kwargs = {"on": {f.kwarg or "enable_thinking": True}, "off": {f.kwarg or "enable_thinking": False}}.get(prompt_kind)
     check_chunked(p, v.encode(f.user + prompt_text), ids, cuts, kwargs, give_text=give_text)
+
+
+@pytest.mark.parametrize("name", IDS)
+def test_keep_thinking_tokens_agree_with_scan(name):
+    """The contract the manager relies on: while a tracker is undecided, a token keeps the thinking
+    possible exactly when ``scan`` says it does not start the content; once decided, it answers None,
+    with drafts too."""
+    f, parser = BY_NAME[name], parser_for(name)
+    v = parser.vocabulary
+    probes = sorted(v.special_token_ids) + v.encode("Sure, {\"a\": 1} ok")
+    undecided = parser.new_tracker(v.encode(f.user), {f.kwarg: True} if f.default == "first_token" and f.kwarg else {})
+    keep = undecided.keep_thinking_token_ids()
+    if f.default != "first_token" and f.enabled != "first_token":
+        assert keep is None
+        return
+    if keep is None:  # the kwarg opened the thinking for this family
+        undecided = parser.new_tracker(v.encode(f.user))
+        keep = undecided.keep_thinking_token_ids()
+    assert keep, name
+    for t in probes:
+        end = undecided.scan([t])
+        assert (t in keep) == (end is None or not end.is_content), (name, t, v.token_bytes[t])
+        assert undecided.keep_thinking_token_ids([t]) is None
+    assert undecided.keep_thinking_token_ids() == keep  # pure
+    thinking = parser.new_tracker(v.encode(f.user + f.gen + f.start))
+    assert thinking.keep_thinking_token_ids() is None
