@@ -394,14 +394,11 @@ def test_keep_thinking_tokens_agree_with_scan(name):
     f, parser = BY_NAME[name], parser_for(name)
     v = parser.vocabulary
     probes = sorted(v.special_token_ids) + v.encode("Sure, {\"a\": 1} ok")
-    undecided = parser.new_tracker(v.encode(f.user), {f.kwarg: True} if f.default == "first_token" and f.kwarg else {})
+    undecided = parser.new_tracker(v.encode(f.user), {f.kwarg: True} if f.kwarg else {})
     keep = undecided.keep_thinking_token_ids()
-    if f.default != "first_token" and f.enabled != "first_token":
+    if f.enabled != "first_token":  # thinking enabled means thinking: nothing to decide
         assert keep is None
         return
-    if keep is None:  # the kwarg opened the thinking for this family
-        undecided = parser.new_tracker(v.encode(f.user))
-        keep = undecided.keep_thinking_token_ids()
     assert keep, name
     for t in probes:
         end = undecided.scan([t])
