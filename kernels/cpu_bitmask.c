@@ -5,6 +5,7 @@
    compiler (kernels/cpu_bitmask.py); both use the flags of kernels/cpu_build.py. Called through
    ctypes, which releases the GIL. kernels/reference.py is its executable contract. */
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 #include <pthread.h>
 #include <sched.h>
@@ -184,6 +185,25 @@ static int ensure_helpers(int wanted) {
     return g_helpers;
 }
 
+/* Does `rows` name a logits row twice? Two threads must never work on the same row and chunk: a word
+   with many zero bits is blended, which rewrites the allowed logits with the values read before, so
+   a -inf stored meanwhile by the other thread (the other mask of that row) could be undone. */
+static int has_duplicate_rows(const int64_t *rows, int64_t n_rows) {
+    if (!rows || n_rows < 2) return 0;
+    int64_t hi = 0;
+    for (int64_t i = 0; i < n_rows; i++) if (rows[i] > hi) hi = rows[i];
+    uint64_t *seen = (uint64_t *)calloc((size_t)(hi / 64 + 1), sizeof(uint64_t));
+    if (!seen) return 1;                  /* cannot tell: take the safe answer */
+    int dup = 0;
+    for (int64_t i = 0; i < n_rows && !dup; i++) {
+        uint64_t bit = 1ull << (rows[i] & 63);
+        dup = (seen[rows[i] >> 6] & bit) != 0;
+        seen[rows[i] >> 6] |= bit;
+    }
+    free(seen);
+    return dup;
+}
+
 /* Returns the number of threads that could take part (1 = the caller alone). */
 int thinkgate_apply_bitmask(void *logits, int64_t row_stride, int64_t width,
                             const void *bitmask, int64_t mask_stride, const int64_t *rows,
@@ -198,6 +218,7 @@ int thinkgate_apply_bitmask(void *logits, int64_t row_stride, int64_t width,
     j.n_items = n_rows * j.chunks_per_row;
     if (n_threads > j.n_items) n_threads = (int32_t)j.n_items;
     if (n_threads > MAX_THREADS) n_threads = MAX_THREADS;
+    if (n_threads > 1 && has_duplicate_rows(rows, n_rows)) n_threads = 1;  /* duplicates: in order, exact */
     /* One thread wanted, more items than a generation can count, or the pool busy with another
        caller's job: do it all here. */
     if (n_threads <= 1 || j.n_items >= 0xFFFFFFFFll || pthread_mutex_trylock(&g_call) != 0) {

@@ -479,3 +479,30 @@ def test_property_random_shapes_match_the_reference():
             check(backend, logits, bitmask, idx, vocab, f"{backend} {case}")
 
     run()
+
+
+def test_cpu_kernel_duplicate_indices_are_exact_at_every_thread_count(seed):
+    """Duplicate logits rows AND their masks even when the kernel's threads share the work: words with
+    many (but not all) zero bits take the blend path, which rewrites the whole word; two threads on
+    the same row and chunk must never both do that."""
+    lib = cpu_bitmask.load_library()
+    assert lib is not None, cpu_bitmask.load_error()
+    gen = torch.Generator().manual_seed(seed)
+    width = cpu_bitmask.CHUNK_TOKENS  # one chunk per row: every item of a logits row is the same chunk
+    n = 64  # 64 items of 32k fp32 logits: well past the parallel threshold
+    words = width // 32
+    # each word has ~20 zero bits: the blend path for almost every word, in every row
+    bits = torch.rand((n, words, 32), generator=gen) < 0.4
+    weights = (1 << torch.arange(32, dtype=torch.int64))
+    bitmask = ((bits.long() * weights).sum(-1) & 0xFFFFFFFF).to(torch.int64)
+    bitmask = torch.where(bitmask >= 2**31, bitmask - 2**32, bitmask).to(torch.int32)
+    rows = torch.tensor([i % 2 for i in range(n)], dtype=torch.int64)  # 32 masks on each of 2 rows
+    logits = torch.randn((2, width), generator=gen)
+    expected = logits.clone()
+    apply_token_bitmask_reference(expected, bitmask, rows.tolist())
+    for threads in (1, 2, 4, 8):
+        for _ in range(5):
+            out = logits.clone()
+            cpu_bitmask.apply_bitmask_cpu(lib, out, bitmask, rows, width, threads)
+            assert torch.equal(out, expected), f"seed={seed} threads={threads}: " \
+                f"{int((out != expected).sum())} logits differ"
