@@ -5,10 +5,8 @@ See :class:`StructuredOutputManager` for lifetimes, thread-safety and the step p
 
 from __future__ import annotations
 
-import enum
 import time
 from collections.abc import Mapping, Sequence
-from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any, Literal, Union
 
@@ -16,37 +14,21 @@ import numpy as np
 import torch
 import xgrammar as xgr
 
-from thinkgate.reasoning.base import ReasoningParser, ReasoningTracker
+from thinkgate.reasoning.base import ReasoningParser
 from thinkgate.reasoning.registry import get_reasoning_parser
 from thinkgate.reasoning.vocabulary import Vocabulary
 
 from .compiler import CompiledConstraint, Compiler, xgrammar_message
 from .constraints import Constraint
+from .fill import RowFiller, Walk
+from .gating import ReasoningGate
+from .request_state import COMPILING, CONSTRAINED, ERROR, TERMINATED, THINKING, RequestState, RequestStatus
+from .rows import row_with
 
 __all__ = ["StructuredOutputManager", "RequestStatus", "AcceptResult", "BitmaskBatch", "ScheduleEntry"]
 
 ScheduleEntry = Union[str, tuple[str, Sequence[int]]]
 """A scheduled request: its id, or ``(id, draft_token_ids)`` with speculative decoding."""
-
-
-class RequestStatus(str, enum.Enum):
-    """Where a request stands. ``ERROR`` is final; ``TERMINATED`` only moves to ``ERROR``."""
-
-    COMPILING = "compiling"
-    """Its constraint is compiling: not schedulable yet (``is_ready`` is False)."""
-    THINKING = "thinking"
-    """Its thinking has not ended: the grammar does not apply yet."""
-    CONSTRAINED = "constrained"
-    """The thinking has ended (or never started): the constraint, if any, applies."""
-    TERMINATED = "terminated"
-    """The grammar accepted a stop token: the output is complete; only stop tokens may follow."""
-    ERROR = "error"
-    """Invalid constraint at compile time, compile timeout, or a token the grammar rejected."""
-
-
-COMPILING, THINKING, CONSTRAINED, TERMINATED, ERROR = (
-    RequestStatus.COMPILING, RequestStatus.THINKING, RequestStatus.CONSTRAINED, RequestStatus.TERMINATED,
-    RequestStatus.ERROR)
 
 
 @dataclass(frozen=True)
@@ -91,29 +73,25 @@ class BitmaskBatch:
         return int(self.bitmask.shape[0])
 
 
-class _Request:
-    """Per-request state (small; freed at remove)."""
+class BitmaskBuffer:
+    """One preallocated bitmask buffer and what the manager remembers about it between steps.
 
-    __slots__ = ("rid", "constraint", "status", "message", "future", "deadline", "compiled", "matcher",
-                 "tracker", "think_row", "pending_row", "pending", "n_out", "n_content",
-                 "check_all")
+    ``bitmask`` / ``indices`` are the tensors a :class:`BitmaskBatch` views (``*_np``: numpy views of
+    the same memory, for writes from numpy); ``views`` keeps the ``[:n]`` views of each row count
+    already returned (slicing a tensor per step costs more than a dictionary look-up); ``static_at[i]``
+    is the precomputed row (thinking, pending or stop-only) row ``i`` holds, None for a filled one,
+    so that a place that holds the same precomputed row as last step is not written again.
+    """
 
-    def __init__(self, rid: str, constraint: Constraint | None, tracker: ReasoningTracker | None) -> None:
-        self.rid = rid
-        self.constraint = constraint
-        self.status: RequestStatus = COMPILING
-        self.message: str | None = None
-        self.future: Future | None = None
-        self.deadline = 0.0
-        self.compiled: CompiledConstraint | None = None
-        self.matcher: xgr.GrammarMatcher | None = None
-        self.tracker = tracker
-        self.think_row: np.ndarray | None = None    # row for a thinking position (None: no row)
-        self.pending_row: np.ndarray | None = None  # row while the first token decides (None: no row)
-        self.pending = False                        # the next token decides thinking vs content
-        self.n_out = 0                              # tokens accepted (output position of the next)
-        self.n_content = 0                          # tokens fed to the grammar
-        self.check_all = False                      # rows may allow everything: fill one by one
+    __slots__ = ("bitmask", "bitmask_np", "indices", "indices_np", "views", "static_at")
+
+    def __init__(self, rows: int, num_words: int, pin_memory: bool) -> None:
+        self.bitmask = torch.empty((rows, num_words), dtype=torch.int32, pin_memory=pin_memory)
+        self.bitmask_np: np.ndarray = self.bitmask.numpy()
+        self.indices = torch.empty((rows,), dtype=torch.int32, pin_memory=pin_memory)
+        self.indices_np: np.ndarray = self.indices.numpy()
+        self.views: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
+        self.static_at: list[np.ndarray | None] = [None] * rows
 
 
 class StructuredOutputManager:
@@ -192,8 +170,7 @@ class StructuredOutputManager:
     accept per committed or draft token, the tracker's O(tokens) scan; nothing grows with the sequence
     so far, and nothing of size ``[batch, vocab]`` is allocated per step. Precomputed rows (thinking,
     stop-only) are written into the buffer only when that place held another row the step before.
-    ``python -m bench step`` measures the manager against xgrammar's matchers called directly: about
-    1.05-1.10x at batch 256 here, the thinking half costing ~1 us per request.
+    ``python -m bench step`` measures the manager against xgrammar's matchers called directly.
     """
 
     def __init__(
@@ -259,7 +236,6 @@ class StructuredOutputManager:
         self.max_num_seqs = max_num_seqs
         self.num_speculative_tokens = num_speculative_tokens
         self.compile_timeout_s = float(compile_timeout_s)
-        self.batch_fill_min_rows = batch_fill_min_rows
         self.logits_width = vocab.logits_width
         self.num_words = (vocab.logits_width + 31) // 32
 
@@ -268,38 +244,24 @@ class StructuredOutputManager:
             pin_memory = torch.cuda.is_available()
         if isinstance(num_buffers, bool) or not isinstance(num_buffers, int) or num_buffers < 1:
             raise ValueError(f"num_buffers must be a positive integer, got {num_buffers!r}")
-        self._buffers: list[tuple[Any, ...]] = []
-        for _ in range(num_buffers):
-            bitmask = torch.empty((rows, self.num_words), dtype=torch.int32, pin_memory=pin_memory)
-            indices = torch.empty((rows,), dtype=torch.int32, pin_memory=pin_memory)
-            # (bitmask, its numpy view, indices, its numpy view, views per row count, static rows)
-            self._buffers.append((bitmask, bitmask.numpy(), indices, indices.numpy(), {}, [None] * rows))
+        self._buffers = [BitmaskBuffer(rows, self.num_words, pin_memory) for _ in range(num_buffers)]
+        self._buffer = self._buffers[0]
         self._next_buffer = 0
-        (self._bitmask, self._bitmask_np, self._indices, self._indices_np, self._views,
-         self._static_at) = self._buffers[0]
-        if num_fill_threads == "auto":
-            num_fill_threads = _auto_fill_threads()
-        elif isinstance(num_fill_threads, bool) or not isinstance(num_fill_threads, int) or num_fill_threads < 1:
-            raise ValueError(f"num_fill_threads must be a positive integer or 'auto', got {num_fill_threads!r}")
-        self.num_fill_threads = num_fill_threads
-        self._batch_matcher = xgr.BatchGrammarMatcher(num_fill_threads)
-        if num_fill_threads == 1:
-            # one thread: xgrammar's batch path is slower per row than filling one by one (measured
-            # ~17.6 vs ~14.6 us per 248k-token row here), so never take it
-            self.batch_fill_min_rows = 1 << 30
-        # (each buffer's last item: which precomputed row, thinking or stop-only, each of its rows
-        # holds, so that a row that holds the same one as last time is not written again)
-        self._requests: dict[str, _Request] = {}
-
-        # rows precomputed from the vocabulary
-        self._all_row = _row_with(self.num_words, range(vocab.vocab_size))          # every real token
-        self._stop_row = _row_with(self.num_words, vocab.stop_token_ids)
-        if self.parser is not None:
-            self._implicit_ids = tuple(sorted(self.parser.implicit_reasoning_end_token_ids))
-            self._end_ids = tuple(sorted(self.parser.reasoning_end_token_ids))
-        else:
-            self._implicit_ids = self._end_ids = ()
+        self._filler = RowFiller(num_fill_threads, batch_fill_min_rows, vocab.stop_token_ids)
+        self._gate = ReasoningGate(vocab, self.parser.implicit_reasoning_end_token_ids if self.parser is not None else ())
+        self._requests: dict[str, RequestState] = {}
+        self._stop_row = row_with(self.num_words, vocab.stop_token_ids)  # precomputed row of a terminated request
         self._stop_ids = vocab.stop_token_ids
+
+    @property
+    def num_fill_threads(self) -> int:
+        """xgrammar batch-matcher threads (``"auto"`` resolved)."""
+        return self._filler.num_threads
+
+    @property
+    def batch_fill_min_rows(self) -> int:
+        """Rows per round from which the batch matcher fills (never, with one fill thread)."""
+        return self._filler.min_rows
 
     # -- construction helpers --------------------------------------------------------------------
     @staticmethod
@@ -353,7 +315,7 @@ class StructuredOutputManager:
             tracker = self.parser.new_tracker(prompt_token_ids, kwargs)
             if tracker.ended:
                 tracker = None
-        req = _Request(request_id, constraint, tracker)
+        req = RequestState(request_id, constraint, tracker)
         if constraint is None:
             req.status = THINKING if tracker is not None else CONSTRAINED
         else:
@@ -411,16 +373,19 @@ class StructuredOutputManager:
             raise ValueError(f"schedule has {len(schedule)} requests; the manager was built for "
                              f"max_num_seqs={self.max_num_seqs}")
         if len(self._buffers) > 1:  # take turns: the previous batches stay valid for a while
-            (self._bitmask, self._bitmask_np, self._indices, self._indices_np, self._views,
-             self._static_at) = self._buffers[self._next_buffer]
+            self._buffer = self._buffers[self._next_buffer]
             self._next_buffer = (self._next_buffer + 1) % len(self._buffers)
+        sb = self._buffer
         reqs = self._requests
-        buf = self._bitmask_np
+        buf = sb.bitmask_np
+        static_at = sb.static_at
+        gate = self._gate
         row_logits: list[int] = []
         row_rids: list[str] = []
-        fill_reqs: list[_Request] = []      # constrained, no drafts, no all-allowed check: one row each
-        fill_rows: list[int] = []           # their logits rows
-        walks: list[list[Any]] = []         # with drafts or all-allowed checks: see _fill_walks
+        plain_matchers: list[xgr.GrammarMatcher] = []  # constrained, no drafts, rows never all-allowed:
+        plain_rows: list[int] = []                     # one row each, at these logits rows,
+        plain_rids: list[str] = []                     # for these requests
+        walks: list[Walk] = []                         # the other constrained requests (see Walk)
         base = 0
         k_max = self.num_speculative_tokens
         seen: set[str] = set()
@@ -447,18 +412,24 @@ class StructuredOutputManager:
                     raise ValueError(f"request {rid!r} is still compiling (is_ready() is False); "
                                      f"it cannot be scheduled yet")
             if st is CONSTRAINED:
-                if req.matcher is not None:
-                    if nd == 0 and not req.check_all:
-                        fill_reqs.append(req)
-                        fill_rows.append(base)
+                m = req.matcher
+                if m is not None:
+                    if nd == 0 and not req.may_allow_all:
+                        plain_matchers.append(m)
+                        plain_rows.append(base)
+                        plain_rids.append(rid)
                     else:
-                        walks.append([req.matcher, drafts, 0, base, 0, rid, req.check_all, 0])
+                        walks.append(Walk(m, drafts, 0, base, rid, req.may_allow_all, 0))
             elif st is THINKING:
-                if req.matcher is not None:
-                    self._thinking_rows(req, drafts, base, row_logits, row_rids, walks)
+                m = req.matcher
+                if m is not None:
+                    end = gate.thinking_rows(req, drafts, base, buf, static_at, row_logits, row_rids)
+                    if end is not None:
+                        # the grammar starts at drafts[content_start] (the implicit end token itself, or
+                        # the token after the end marker); its first row is at end.offset + 1
+                        walks.append(Walk(m, drafts, end.offset + 1, base, rid, req.may_allow_all, end.content_start))
             elif st is TERMINATED:
                 stop = self._stop_row
-                static_at = self._static_at
                 for j in range(nd + 1):
                     i = len(row_logits)
                     if static_at[i] is not stop:
@@ -469,19 +440,20 @@ class StructuredOutputManager:
             base += 1 + nd
 
         n_static = len(row_logits)  # rows so far hold precomputed rows; the ones below are filled
-        if fill_reqs:
-            self._fill_plain(fill_reqs, fill_rows, row_logits, row_rids)
+        if plain_matchers:
+            self._filler.fill_plain(sb.bitmask, plain_matchers, plain_rows, plain_rids, row_logits, row_rids)
         if walks:
-            self._fill_walks(walks, row_logits, row_rids)
+            # after the whole schedule was checked: a misuse found in it leaves every matcher untouched
+            self._filler.fill_walks(sb.bitmask, walks, row_logits, row_rids)
         n = len(row_logits)
         if n == 0:
             return None
         if n_static < n:
-            self._static_at[n_static:n] = [None] * (n - n_static)
-        self._indices_np[:n] = row_logits
-        views = self._views.get(n)
-        if views is None:  # slicing a tensor costs ~1 us: keep the views of each row count
-            views = self._views[n] = (self._bitmask[:n], self._indices[:n])
+            static_at[n_static:n] = [None] * (n - n_static)
+        sb.indices_np[:n] = row_logits
+        views = sb.views.get(n)
+        if views is None:  # slicing a tensor costs more than a look-up: keep the views of each row count
+            views = sb.views[n] = (sb.bitmask[:n], sb.indices[:n])
         return BitmaskBatch(views[0], views[1], row_rids, base)
 
     def accept_tokens(self, request_id: str, token_ids: Sequence[int]) -> AcceptResult:
@@ -526,11 +498,13 @@ class StructuredOutputManager:
                 return _TERMINATED
             return _OK
         if st is THINKING:
-            end = req.tracker.advance(token_ids)  # type: ignore[union-attr]
+            tracker = req.tracker
+            assert tracker is not None, "a thinking request has a tracker"
+            end = tracker.advance(token_ids)
             if end is None:
                 req.n_out += len(token_ids)
                 if req.pending:
-                    self._refresh_pending(req)
+                    self._gate.refresh_pending(req)
                 return _OK
             req.pending = False
             req.status = CONSTRAINED
@@ -551,88 +525,44 @@ class StructuredOutputManager:
         raise ValueError(f"request {request_id!r} is still compiling; it cannot have sampled tokens")
 
     # -- internals: requests ---------------------------------------------------------------------
-    def _get(self, request_id: str) -> _Request:
+    def _get(self, request_id: str) -> RequestState:
         req = self._requests.get(request_id)
         if req is None:
             raise KeyError(f"unknown request {request_id!r}")
         return req
 
-    def _resolve(self, req: _Request) -> None:
+    def _resolve(self, req: RequestState) -> None:
         """Move a compiling request on if its compile finished or its deadline passed."""
         fut = req.future
-        if fut is None:
+        constraint = req.constraint
+        if fut is None or constraint is None:  # not compiling (an unconstrained request never compiles)
             return
         if fut.done():
             req.future = None
             exc = fut.exception()
             if exc is not None:
                 if isinstance(exc, ValueError):  # validated on the pool (a long spec)
-                    self._fail(req, str(exc))
+                    req.fail(str(exc))
                 else:
-                    self._fail(req, f"{req.constraint.kind} constraint failed to compile: "  # type: ignore[union-attr]
-                                    f"{xgrammar_message(exc)}")
+                    req.fail(f"{constraint.kind} constraint failed to compile: {xgrammar_message(exc)}")
                 return
             compiled: CompiledConstraint = fut.result()
             req.compiled = compiled
             req.matcher = xgr.GrammarMatcher(compiled.grammar)
-            req.check_all = compiled.may_allow_all
+            req.may_allow_all = compiled.may_allow_all
             if req.tracker is not None:
                 req.status = THINKING
-                self._prepare_thinking(req, compiled)
+                self._gate.prepare(req, compiled)
             else:
                 req.status = CONSTRAINED
         elif time.monotonic() > req.deadline:
             req.future = None
             self.compiler.mark_overdue(fut)
-            self._fail(req, f"{req.constraint.kind} constraint did not compile within "  # type: ignore[union-attr]
-                            f"compile_timeout_s={self.compile_timeout_s:g} s")
-
-    def _fail(self, req: _Request, message: str) -> None:
-        req.status = ERROR
-        req.message = message
-        req.matcher = None
-        req.compiled = None
-        req.tracker = None
-
-    def _prepare_thinking(self, req: _Request, compiled: CompiledConstraint) -> None:
-        """The thinking rows of a request (shared per compiled grammar and parser)."""
-        d = compiled.derived
-        key = ("think", self._implicit_ids)
-        if key not in d:
-            banned = [t for t in self._implicit_ids if not compiled.allows_first(t)]
-            d[key] = _row_without(self._all_row, banned) if banned else None
-        req.think_row = d[key]
-        req.pending = True
-        self._refresh_pending(req)
-
-    def _refresh_pending(self, req: _Request) -> None:
-        """Is the next token the one that decides between thinking and content (a family whose model
-        may skip its thinking)? The tracker says (``keep_thinking_token_ids``); then the row is the
-        grammar's first-token mask plus the tokens that keep the thinking possible."""
-        keep = req.tracker.keep_thinking_token_ids()  # type: ignore[union-attr]
-        if keep is None or req.compiled is None:
-            req.pending = False
-            req.pending_row = None
-            return
-        req.pending = True
-        req.pending_row = self._pending_row(req.compiled, keep)
-
-    def _pending_row(self, compiled: CompiledConstraint, keep: frozenset[int]) -> np.ndarray | None:
-        """The grammar's first-token mask plus ``keep`` (None when that allows everything); shared per
-        compiled grammar and keeper set."""
-        d = compiled.derived
-        pkey = ("pending", keep)
-        row = d.get(pkey, False)
-        if row is False:
-            row = compiled.initial_mask.copy()
-            _set_bits(row, keep)
-            row = None if np.array_equal(row, self._all_row) else row
-            if len(d) < 1024:  # keeper sets per prefix are few; bound the cache anyway
-                d[pkey] = row
-        return row
+            req.fail(f"{constraint.kind} constraint did not compile within "
+                     f"compile_timeout_s={self.compile_timeout_s:g} s")
 
     # -- internals: accept -----------------------------------------------------------------------
-    def _feed(self, req: _Request, m: xgr.GrammarMatcher, tokens: list[int]) -> AcceptResult:
+    def _feed(self, req: RequestState, m: xgr.GrammarMatcher, tokens: list[int]) -> AcceptResult:
         """Feed content tokens to the grammar (the same as the inlined hot path of accept_tokens)."""
         accept = m.accept_token
         stops = self._stop_ids
@@ -649,7 +579,7 @@ class StructuredOutputManager:
             return _TERMINATED
         return _OK
 
-    def _rejected(self, req: _Request, m: xgr.GrammarMatcher, tokens: list[int], i: int) -> AcceptResult:
+    def _rejected(self, req: RequestState, m: xgr.GrammarMatcher, tokens: list[int], i: int) -> AcceptResult:
         """``tokens[:i]`` were accepted; ``tokens[i]`` was rejected, or follows a stop token that
         terminated the grammar (then only stop tokens may follow)."""
         req.n_out += i
@@ -659,9 +589,9 @@ class StructuredOutputManager:
             return self._after_end(req, tokens[i:])
         return self._reject(req, tokens[i], "")
 
-    def _after_end(self, req: _Request, tokens: list[int]) -> AcceptResult:
+    def _after_end(self, req: RequestState, tokens: list[int]) -> AcceptResult:
         """Tokens after the grammar accepted a stop token: only stop tokens."""
-        stops = self.vocabulary.stop_token_ids
+        stops = self._stop_ids
         for i, t in enumerate(tokens):
             if t not in stops:
                 req.n_out += i
@@ -669,18 +599,19 @@ class StructuredOutputManager:
         req.n_out += len(tokens)
         return _TERMINATED
 
-    def _reject(self, req: _Request, token: int, why: str) -> AcceptResult:
+    def _reject(self, req: RequestState, token: int, why: str) -> AcceptResult:
         text = self.vocabulary.token_bytes[token] if token < self.vocabulary.vocab_size else b""
         kind = req.constraint.kind if req.constraint is not None else "?"
         message = (f"token {token} ({text.decode('utf-8', errors='replace')!r}) at output position "
                    f"{req.n_out} (content position {req.n_content}) is not allowed by the {kind} "
                    f"constraint{why}")
-        self._fail(req, message)
+        req.fail(message)
         return AcceptResult("error", message)
 
+    # -- internals: token ids -------------------------------------------------------------------
     def _prompt_list(self, prompt_token_ids: Any) -> list[int]:
         """The prompt as a list of ints inside the logits width (``ValueError`` otherwise). Once per
-        request: min / max over a list run at C speed (~2 ms for 128k tokens)."""
+        request: min / max over a list run at C speed, so even a long prompt costs little next to its prefill."""
         if isinstance(prompt_token_ids, (torch.Tensor, np.ndarray)):
             prompt = self._as_token_list(prompt_token_ids)
         elif isinstance(prompt_token_ids, (str, bytes)) or not isinstance(prompt_token_ids, Sequence):
@@ -722,7 +653,6 @@ class StructuredOutputManager:
                 raise ValueError(f"token_ids must be ints, got {t!r}")
         return [int(t) for t in out]
 
-    # -- internals: fill -------------------------------------------------------------------------
     def _parse_entry(self, entry: Any) -> tuple[str, list[int]]:
         if not isinstance(entry, (tuple, list)) or len(entry) != 2 or not isinstance(entry[0], str):
             raise ValueError(f"a schedule entry is a request id or (request_id, draft_token_ids), got {entry!r}")
@@ -732,181 +662,3 @@ class StructuredOutputManager:
         if drafts and (min(drafts) < 0 or max(drafts) >= self.logits_width):
             raise ValueError(f"request {rid!r}: a draft token id is outside [0, {self.logits_width})")
         return rid, drafts
-
-    def _thinking_rows(self, req: _Request, drafts: Sequence[int], base: int, row_logits: list[int],
-                       row_rids: list[str], walks: list[list[Any]]) -> None:
-        """Rows of a thinking request: thinking positions get its thinking row (if any); positions
-        after an end marker inside the drafts get grammar rows."""
-        nd = len(drafts)
-        end = req.tracker.scan(drafts) if nd else None  # type: ignore[union-attr]
-        last_thinking = nd if end is None else end.offset  # rows 0..last_thinking are thinking rows
-        buf = self._bitmask_np
-        static_at = self._static_at
-        rid = req.rid
-        for j in range(last_thinking + 1):
-            if not req.pending:
-                row = req.think_row
-            elif j == 0:
-                row = req.pending_row
-            else:
-                # still undecided after drafts 0..j-1? (granite: the decision can take several tokens)
-                keep = req.tracker.keep_thinking_token_ids(drafts[:j])  # type: ignore[union-attr]
-                row = req.think_row if keep is None else self._pending_row(req.compiled, keep)  # type: ignore[arg-type]
-            if row is not None:
-                i = len(row_logits)
-                if static_at[i] is not row:  # same row as last step at this place: nothing to write
-                    buf[i] = row
-                    static_at[i] = row
-                row_logits.append(base + j)
-                row_rids.append(rid)
-        if end is not None:
-            # the grammar starts at drafts[content_start] (the implicit end token itself, or the token
-            # after the end marker); its first row is at end.offset + 1
-            walks.append([req.matcher, drafts, end.offset + 1, base, 0, rid, req.check_all, end.content_start])
-
-    def _fill_plain(self, reqs: list[_Request], rows: list[int], row_logits: list[int], row_rids: list[str]) -> None:
-        """One row per request at its committed state (no drafts, rows never all-allowed)."""
-        n0 = len(row_logits)
-        if len(reqs) >= self.batch_fill_min_rows:
-            self._batch_matcher.batch_fill_next_token_bitmask(
-                [r.matcher for r in reqs], self._bitmask, list(range(n0, n0 + len(reqs))))
-        else:
-            bm = self._bitmask
-            i = n0
-            for r in reqs:
-                r.matcher.fill_next_token_bitmask(bm, i)  # type: ignore[union-attr]
-                i += 1
-        row_logits.extend(rows)
-        row_rids.extend([r.rid for r in reqs])
-
-    def _fill_walks(self, walks: list[list[Any]], row_logits: list[int], row_rids: list[str]) -> None:
-        """Requests with drafts (or whose rows may allow everything): in rounds over all of them, fill
-        row ``j``, accept draft ``j``; a request leaves when its drafts are used up, a draft is
-        rejected, or a draft is a stop token; then its matcher is rolled back to the committed state.
-
-        A walk is ``[matcher, drafts, j, logits_base, accepted, request_id, check_all, start]``: ``j`` is
-        the next row to fill, ``accepted`` the drafts accepted so far (to roll back); when the thinking
-        ends inside the drafts, ``drafts[start:j]`` (the implicit end token, if any) go to the grammar
-        before its first row. (Done here, after the schedule was checked, so that misuse found in
-        the schedule leaves every matcher untouched.)"""
-        if len(walks) < self.batch_fill_min_rows:
-            self._walk_one_by_one(walks, row_logits, row_rids)
-            return
-        bm = self._bitmask
-        stops = self._stop_ids
-        live = walks
-        if any(w[7] < w[2] for w in walks):
-            live = []
-            for w in walks:
-                m, drafts = w[0], w[1]
-                ok = True
-                for t in drafts[w[7]:w[2]]:
-                    if not m.accept_token(t):
-                        ok = False  # rejected (its thinking row masks it): no grammar rows
-                        break
-                    w[4] += 1
-                    if t in stops:
-                        ok = False  # the output ends here: no rows after it
-                        break
-                if ok:
-                    live.append(w)
-                elif w[4]:
-                    m.rollback(w[4])
-        while live:
-            n0 = len(row_logits)
-            if len(live) >= self.batch_fill_min_rows and not any(w[6] for w in live):
-                self._batch_matcher.batch_fill_next_token_bitmask(
-                    [w[0] for w in live], bm, list(range(n0, n0 + len(live))))
-                row_logits.extend([w[3] + w[2] for w in live])
-                row_rids.extend([w[5] for w in live])
-            else:
-                for w in live:
-                    # a row that allows everything (possible only when check_all) costs no row
-                    if w[0].fill_next_token_bitmask(bm, len(row_logits)) or not w[6]:
-                        row_logits.append(w[3] + w[2])
-                        row_rids.append(w[5])
-            nxt: list[list[Any]] = []
-            for w in live:
-                j = w[2]
-                drafts = w[1]
-                if j < len(drafts):
-                    t = drafts[j]
-                    if w[0].accept_token(t):
-                        w[4] += 1
-                        if t not in stops:  # a stop token terminates the grammar: no rows after it
-                            w[2] = j + 1
-                            nxt.append(w)
-                            continue
-                if w[4]:
-                    w[0].rollback(w[4])
-            live = nxt
-
-
-    def _walk_one_by_one(self, walks: list[list[Any]], row_logits: list[int], row_rids: list[str]) -> None:
-        """``_fill_walks`` without the batch matcher: each request's rows in one tight loop (the
-        same rows; only their order in the batch differs)."""
-        bm = self._bitmask
-        stops = self._stop_ids
-        for m, drafts, j, base, accepted, rid, check_all, start in walks:
-            accept = m.accept_token
-            ok = True
-            for t in drafts[start:j]:  # content drafts before the first grammar row (implicit end)
-                if not accept(t):
-                    ok = False
-                    break
-                accepted += 1
-                if t in stops:
-                    ok = False
-                    break
-            if ok:
-                fill = m.fill_next_token_bitmask
-                nd = len(drafts)
-                while True:
-                    if fill(bm, len(row_logits)) or not check_all:
-                        row_logits.append(base + j)
-                        row_rids.append(rid)
-                    if j == nd:
-                        break
-                    t = drafts[j]
-                    if not accept(t):
-                        break
-                    accepted += 1
-                    if t in stops:
-                        break
-                    j += 1
-            if accepted:
-                m.rollback(accepted)
-
-
-# -- row helpers -----------------------------------------------------------------------------------
-def _row_with(num_words: int, ids: Any) -> np.ndarray:
-    row = np.zeros(num_words, dtype=np.int32)
-    _set_bits(row, ids)
-    return row
-
-
-def _set_bits(row: np.ndarray, ids: Any) -> None:
-    ids = np.fromiter(ids, dtype=np.int64)
-    if ids.size == 0:
-        return
-    bits = np.zeros(row.size * 32, dtype=np.uint8)
-    bits[ids] = 1
-    row |= np.packbits(bits, bitorder="little").view(np.int32)
-
-
-def _row_without(row: np.ndarray, ids: Sequence[int]) -> np.ndarray:
-    out = row.copy()
-    u = out.view(np.uint32)
-    for t in ids:
-        u[t >> 5] &= np.uint32(~(1 << (t & 31)) & 0xFFFFFFFF)
-    return out
-
-
-def _auto_fill_threads() -> int:
-    import os
-
-    try:
-        n = len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):  # pragma: no cover - not Linux
-        n = os.cpu_count() or 2
-    return max(1, min(16, n // 2))

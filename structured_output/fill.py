@@ -1,0 +1,196 @@
+"""Filling grammar rows into the bitmask buffer: one row per request, or a walk through its drafts.
+
+:class:`RowFiller` picks, per round of rows, between xgrammar's batch matcher (its own threads,
+outside the GIL) and filling one by one (a plain loop under the GIL, cheaper per row for small
+rounds). Either way the rows are the same; only their order in the batch differs.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from typing import Literal
+
+import torch
+import xgrammar as xgr
+
+__all__ = ["Walk", "RowFiller", "auto_fill_threads"]
+
+
+class Walk:
+    """One request's grammar rows through its drafts, in one step.
+
+    Row ``j`` of the request (logits row ``logits_base + j``) masks the token after draft ``j - 1``:
+    ``next_row`` is the next row to fill, and also the next draft to accept once it is filled.
+    ``accepted`` counts the drafts the matcher has accepted this step (rolled back at the end, so the
+    matcher leaves the step at the committed state). When the thinking ends inside the drafts,
+    ``drafts[content_start:next_row]`` (the implicit end token, if any) go to the grammar before its
+    first row; otherwise ``content_start == next_row == 0``. ``may_allow_all``: a row may allow every
+    token, and such a row is dropped (it would mask nothing), so the batch matcher is not used.
+    """
+
+    __slots__ = ("matcher", "drafts", "next_row", "logits_base", "accepted", "request_id", "may_allow_all",
+                 "content_start")
+
+    def __init__(self, matcher: xgr.GrammarMatcher, drafts: Sequence[int], next_row: int, logits_base: int,
+                 request_id: str, may_allow_all: bool, content_start: int) -> None:
+        self.matcher = matcher
+        self.drafts = drafts
+        self.next_row = next_row
+        self.logits_base = logits_base
+        self.accepted = 0
+        self.request_id = request_id
+        self.may_allow_all = may_allow_all
+        self.content_start = content_start
+
+
+class RowFiller:
+    """Fills grammar rows for one manager (built once; owns xgrammar's batch matcher and its threads).
+
+    ``num_threads``: batch-matcher threads (``"auto"``: :func:`auto_fill_threads`). ``min_rows``: a round
+    of at least this many rows goes to the batch matcher, smaller ones are filled one by one. With one
+    thread the batch matcher is never used: it then pays its batching overhead with no parallelism to
+    win it back, and is slower per row than filling one by one. ``ValueError`` for a bad
+    ``num_threads``.
+
+    The fill methods append each filled row's logits row and request id to ``row_logits`` /
+    ``row_rids``, the row itself going to ``bitmask[len(row_logits)]`` (the caller's next free row);
+    they leave every matcher at its committed state. Not thread-safe: one caller at a time.
+    """
+
+    __slots__ = ("num_threads", "min_rows", "_batch_matcher", "_stop_ids")
+
+    def __init__(self, num_threads: int | Literal["auto"], min_rows: int, stop_token_ids: frozenset[int]) -> None:
+        if num_threads == "auto":
+            num_threads = auto_fill_threads()
+        elif isinstance(num_threads, bool) or not isinstance(num_threads, int) or num_threads < 1:
+            raise ValueError(f"num_fill_threads must be a positive integer or 'auto', got {num_threads!r}")
+        self.num_threads: int = num_threads
+        self.min_rows = min_rows if num_threads > 1 else 1 << 30
+        self._batch_matcher = xgr.BatchGrammarMatcher(num_threads)
+        self._stop_ids = stop_token_ids
+
+    def fill_plain(self, bitmask: torch.Tensor, matchers: list[xgr.GrammarMatcher], rows: list[int],
+                   rids: list[str], row_logits: list[int], row_rids: list[str]) -> None:
+        """One row per matcher at its committed state, for logits row ``rows[i]`` of request ``rids[i]``
+        (no drafts, and rows that never allow everything, so every row is kept)."""
+        n0 = len(row_logits)
+        if len(matchers) >= self.min_rows:
+            self._batch_matcher.batch_fill_next_token_bitmask(matchers, bitmask, list(range(n0, n0 + len(matchers))))
+        else:
+            i = n0
+            for m in matchers:
+                m.fill_next_token_bitmask(bitmask, i)
+                i += 1
+        row_logits.extend(rows)
+        row_rids.extend(rids)
+
+    def fill_walks(self, bitmask: torch.Tensor, walks: list[Walk], row_logits: list[int], row_rids: list[str]) -> None:
+        """Every walk's rows, in rounds over all of them: fill row ``j``, accept draft ``j``. A walk
+        leaves when its drafts are used up, a draft is rejected, or a draft is a stop token (which
+        terminates the grammar: no rows after it); then its matcher is rolled back.
+
+        Call it after the whole schedule was checked: a misuse found in the schedule then leaves
+        every matcher untouched."""
+        if len(walks) < self.min_rows:
+            self._walk_one_by_one(bitmask, walks, row_logits, row_rids)
+            return
+        stops = self._stop_ids
+        live = walks
+        if any(w.content_start < w.next_row for w in walks):
+            live = []
+            for w in walks:
+                m = w.matcher
+                ok = True
+                for t in w.drafts[w.content_start:w.next_row]:
+                    if not m.accept_token(t):
+                        ok = False  # rejected (its thinking row masks it): no grammar rows
+                        break
+                    w.accepted += 1
+                    if t in stops:
+                        ok = False  # the output ends here: no rows after it
+                        break
+                if ok:
+                    live.append(w)
+                elif w.accepted:
+                    m.rollback(w.accepted)
+        while live:
+            n0 = len(row_logits)
+            if len(live) >= self.min_rows and not any(w.may_allow_all for w in live):
+                self._batch_matcher.batch_fill_next_token_bitmask(
+                    [w.matcher for w in live], bitmask, list(range(n0, n0 + len(live))))
+                row_logits.extend([w.logits_base + w.next_row for w in live])
+                row_rids.extend([w.request_id for w in live])
+            else:
+                for w in live:
+                    # fill_next_token_bitmask answers whether the row masks anything; one that
+                    # masks nothing is dropped (possible only when may_allow_all)
+                    if w.matcher.fill_next_token_bitmask(bitmask, len(row_logits)) or not w.may_allow_all:
+                        row_logits.append(w.logits_base + w.next_row)
+                        row_rids.append(w.request_id)
+            nxt: list[Walk] = []
+            for w in live:
+                j = w.next_row
+                drafts = w.drafts
+                if j < len(drafts):
+                    t = drafts[j]
+                    if w.matcher.accept_token(t):
+                        w.accepted += 1
+                        if t not in stops:  # a stop token terminates the grammar: no rows after it
+                            w.next_row = j + 1
+                            nxt.append(w)
+                            continue
+                if w.accepted:
+                    w.matcher.rollback(w.accepted)
+            live = nxt
+
+    def _walk_one_by_one(self, bitmask: torch.Tensor, walks: list[Walk], row_logits: list[int],
+                         row_rids: list[str]) -> None:
+        """:meth:`fill_walks` without the batch matcher: each walk's rows in one tight loop, its state
+        in locals (the same rows; only their order in the batch differs)."""
+        stops = self._stop_ids
+        for w in walks:
+            m = w.matcher
+            drafts = w.drafts
+            j = w.next_row
+            accepted = w.accepted
+            accept = m.accept_token
+            ok = True
+            for t in drafts[w.content_start:j]:  # content drafts before the first grammar row (implicit end)
+                if not accept(t):
+                    ok = False
+                    break
+                accepted += 1
+                if t in stops:
+                    ok = False
+                    break
+            if ok:
+                fill = m.fill_next_token_bitmask
+                base = w.logits_base
+                rid = w.request_id
+                may_allow_all = w.may_allow_all
+                nd = len(drafts)
+                while True:
+                    if fill(bitmask, len(row_logits)) or not may_allow_all:
+                        row_logits.append(base + j)
+                        row_rids.append(rid)
+                    if j == nd:
+                        break
+                    t = drafts[j]
+                    if not accept(t):
+                        break
+                    accepted += 1
+                    if t in stops:
+                        break
+                    j += 1
+            if accepted:
+                m.rollback(accepted)
+
+
+def auto_fill_threads() -> int:
+    """Half the CPUs this process may run on, at least 1 and at most 16 (as xgrammar chooses)."""
+    try:
+        n = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # pragma: no cover - not Linux
+        n = os.cpu_count() or 2
+    return max(1, min(16, n // 2))
