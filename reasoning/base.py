@@ -34,7 +34,36 @@ from typing import Any, ClassVar
 from .vocabulary import Vocabulary
 
 __all__ = ["ReasoningEnd", "ReasoningSplit", "ReasoningParser", "ReasoningTracker", "ReasoningStream",
-           "DeltaMessage"]
+           "DeltaMessage", "truthy", "reasoning_excluded", "thinking_switch"]
+
+_FALSE_STRINGS = frozenset({"false", "0", "no", "off", "none", "disabled"})
+
+
+def truthy(value: Any) -> bool:
+    """A chat-template kwarg as a boolean (``"false"`` and ``"none"`` strings count as false; a mapping
+    such as ``{"type": "enabled"}`` / ``{"type": "disabled"}`` is read by its ``type``)."""
+    if isinstance(value, str):
+        return value.strip().lower() not in _FALSE_STRINGS
+    if isinstance(value, Mapping):
+        kind = value.get("type", value.get("enabled", True))
+        return truthy(kind) and str(kind).lower() != "disabled"
+    return bool(value)
+
+
+def reasoning_excluded(kwargs: Mapping[str, Any]) -> bool:
+    """True when the kwargs say ``include_reasoning: false``: for every family the request then starts
+    with its reasoning ended (the grammar applies from the first generated token, all text is content)."""
+    return "include_reasoning" in kwargs and not truthy(kwargs["include_reasoning"])
+
+
+def thinking_switch(kwargs: Mapping[str, Any], keys: Sequence[str]) -> bool | None:
+    """The first of the thinking switches ``keys`` (``enable_thinking``, ``thinking`` ...) set in the
+    kwargs, as a boolean; None when none is set (a None value counts as unset)."""
+    for key in keys:
+        value = kwargs.get(key)
+        if value is not None:
+            return truthy(value)
+    return None
 
 
 @dataclass(frozen=True)

@@ -76,7 +76,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from .base import DeltaMessage, ReasoningEnd, ReasoningParser, ReasoningSplit, ReasoningStream, ReasoningTracker
+from .base import (DeltaMessage, ReasoningEnd, ReasoningParser, ReasoningSplit, ReasoningStream, ReasoningTracker,
+                   reasoning_excluded)
 from .registry import register_reasoning_parser
 
 __all__ = ["GptOssReasoningParser", "GptOssTracker", "GptOssStream", "HarmonyEnd",
@@ -90,7 +91,6 @@ _REQUIRED = HARMONY_SPECIAL_TOKENS[:6]
 MAX_HEADER_BYTES = 1024
 """A header longer than this is malformed: it cannot end the reasoning."""
 
-_FALSE_STRINGS = frozenset({"false", "0", "no", "off", "none", "disabled"})
 _RECIPIENT = re.compile(r"to=([^\s<]+)")
 _SPLIT = re.compile("(" + "|".join(re.escape(s) for s in HARMONY_SPECIAL_TOKENS) + ")")
 
@@ -105,15 +105,6 @@ _MODE_NAMES: tuple[InitialMode, ...] = ("header", "body", "outside", "ended")
 
 # body kinds for the text front end
 _R, _C, _X = "r", "c", "x"  # reasoning, content, neither (function call / unknown channel)
-
-
-def _truthy(value: Any) -> bool:
-    if isinstance(value, str):
-        return value.strip().lower() not in _FALSE_STRINGS
-    if isinstance(value, Mapping):
-        kind = value.get("type", value.get("enabled", True))
-        return _truthy(kind) and str(kind).lower() != "disabled"
-    return bool(value)
 
 
 def parse_header(header: str) -> tuple[str | None, str | None]:
@@ -196,7 +187,7 @@ class GptOssReasoningParser(ReasoningParser):
     def _initial(self, prompt_token_ids: Sequence[int] = (),
                  chat_template_kwargs: Mapping[str, Any] | None = None) -> _State:
         kw = self._kwargs(chat_template_kwargs)
-        if "include_reasoning" in kw and not _truthy(kw["include_reasoning"]):
+        if reasoning_excluded(kw):
             return _State(_ENDED)
         i = len(prompt_token_ids) - 1
         while i >= 0 and prompt_token_ids[i] != self.start_id:

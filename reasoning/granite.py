@@ -81,7 +81,8 @@ from bisect import bisect_right
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
-from .base import DeltaMessage, ReasoningEnd, ReasoningParser, ReasoningSplit, ReasoningStream, ReasoningTracker
+from .base import (DeltaMessage, ReasoningEnd, ReasoningParser, ReasoningSplit, ReasoningStream, ReasoningTracker,
+                   reasoning_excluded, thinking_switch)
 from .registry import register_reasoning_parser
 
 __all__ = ["GraniteReasoningParser", "GraniteTracker", "GraniteStream",
@@ -105,7 +106,6 @@ _END_PREFIXES = frozenset(m[:k] for m in _END_B for k in range(1, len(m)))  # pr
 _MAX_CARRY = max(len(m) for m in _END_B) - 1
 _WS_BYTES = b" \t\n\r\x0b\x0c"
 _WS = frozenset(_WS_BYTES)
-_FALSE_STRINGS = frozenset({"false", "0", "no", "off", "none", "disabled"})
 
 # an event of a scan: (kind, start, end) in byte offsets of the data fed in that call; ``start`` may be
 # negative (the marker began in bytes held from an earlier call).
@@ -113,15 +113,6 @@ _FALSE_STRINGS = frozenset({"false", "0", "no", "off", "none", "disabled"})
 #   "end":  an end marker completed; [start, end) is the marker
 #   "skip": PENDING stopped matching at byte ``start`` (end = start + 1): the model skipped thinking
 Event = tuple[str, int, int]
-
-
-def _truthy(value: Any) -> bool:
-    if isinstance(value, str):
-        return value.strip().lower() not in _FALSE_STRINGS
-    if isinstance(value, Mapping):
-        kind = value.get("type", value.get("enabled", True))
-        return _truthy(kind) and str(kind).lower() != "disabled"
-    return bool(value)
 
 
 def _carry(buf: bytes) -> int:
@@ -256,7 +247,7 @@ class GraniteReasoningParser(ReasoningParser):
     def _initial(self, prompt_token_ids: Sequence[int] = (),
                  chat_template_kwargs: Mapping[str, Any] | None = None) -> _Scanner:
         kw = self._kwargs(chat_template_kwargs)
-        if "include_reasoning" in kw and not _truthy(kw["include_reasoning"]):
+        if reasoning_excluded(kw):
             return _Scanner(ENDED)
         special, tb = self._special_ids, self.vocabulary.token_bytes
         i = len(prompt_token_ids)
@@ -271,9 +262,9 @@ class GraniteReasoningParser(ReasoningParser):
             if last_start >= 0:
                 k = _carry(prefill)
                 return _Scanner(THINKING, prefill[len(prefill) - k:] if k else b"")
-        for key in self.thinking_kwargs:
-            if key in kw and kw[key] is not None:
-                return _Scanner(PENDING if _truthy(kw[key]) else ENDED)
+        on = thinking_switch(kw, self.thinking_kwargs)
+        if on is not None:
+            return _Scanner(PENDING if on else ENDED)
         return _Scanner(ENDED)
 
     def initial_state(self, prompt_token_ids: Sequence[int] = (),

@@ -46,7 +46,8 @@ import codecs
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar, Literal
 
-from .base import DeltaMessage, ReasoningEnd, ReasoningParser, ReasoningSplit, ReasoningStream, ReasoningTracker
+from .base import (DeltaMessage, ReasoningEnd, ReasoningParser, ReasoningSplit, ReasoningStream, ReasoningTracker,
+                   reasoning_excluded, thinking_switch)
 
 __all__ = ["TokenMarkerParser", "TokenMarkerTracker", "TokenMarkerStream",
            "PENDING", "THINKING", "ENDED", "LABEL", "DefaultMode"]
@@ -58,18 +59,6 @@ LABEL: Literal[3] = 3
 """States >= LABEL: inside a start label, ``state - LABEL`` of its bytes matched."""
 State = int
 DefaultMode = Literal["thinking", "first_token", "off"]
-
-_FALSE_STRINGS = frozenset({"false", "0", "no", "off", "none", "disabled"})
-
-
-def _truthy(value: Any) -> bool:
-    """A chat-template kwarg as a boolean (``"false"`` and ``"none"`` strings count as false)."""
-    if isinstance(value, str):
-        return value.strip().lower() not in _FALSE_STRINGS
-    if isinstance(value, Mapping):  # e.g. {"type": "enabled"} / {"type": "disabled"}
-        kind = value.get("type", value.get("enabled", True))
-        return _truthy(kind) and str(kind).lower() != "disabled"
-    return bool(value)
 
 
 class TokenMarkerParser(ReasoningParser):
@@ -144,7 +133,7 @@ class TokenMarkerParser(ReasoningParser):
                       chat_template_kwargs: Mapping[str, Any] | None = None) -> State:
         """The state of a request before its first generated token (rules in the module docstring)."""
         kw = self._kwargs(chat_template_kwargs)
-        if "include_reasoning" in kw and not _truthy(kw["include_reasoning"]):
+        if reasoning_excluded(kw):
             return ENDED
         stops = self._prompt_stop_ids
         if not stops.isdisjoint(prompt_token_ids):
@@ -155,9 +144,9 @@ class TokenMarkerParser(ReasoningParser):
                         break
                     return THINKING if t in self.start_token_ids else ENDED
         modes = {"thinking": THINKING, "first_token": PENDING, "off": ENDED}
-        for key in self.thinking_kwargs:
-            if key in kw and kw[key] is not None:
-                return modes[self.enabled_mode] if _truthy(kw[key]) else ENDED
+        on = thinking_switch(kw, self.thinking_kwargs)
+        if on is not None:
+            return modes[self.enabled_mode] if on else ENDED
         return modes[self.default_mode]
 
     def is_reasoning_end(self, prompt_token_ids: Sequence[int],

@@ -29,8 +29,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
 
-from .base import DeltaMessage, ReasoningEnd, ReasoningParser, ReasoningSplit, ReasoningStream, ReasoningTracker
-from .markers import ENDED, THINKING, _truthy
+from .base import (DeltaMessage, ReasoningEnd, ReasoningParser, ReasoningSplit, ReasoningStream, ReasoningTracker,
+                   reasoning_excluded, thinking_switch)
+from .markers import ENDED, THINKING
 
 __all__ = ["TextMarkerParser", "TextMarkerTracker", "TextMarkerStream"]
 
@@ -87,7 +88,7 @@ class TextMarkerParser(ReasoningParser):
     def initial_state(self, prompt_token_ids: Sequence[int] = (),
                       chat_template_kwargs: Mapping[str, Any] | None = None) -> int:
         kw = self._kwargs(chat_template_kwargs)
-        if "include_reasoning" in kw and not _truthy(kw["include_reasoning"]):
+        if reasoning_excluded(kw):
             return ENDED
         if prompt_token_ids:
             data = self.vocabulary.decode_bytes(prompt_token_ids)
@@ -96,9 +97,9 @@ class TextMarkerParser(ReasoningParser):
             last_end = max((data.rfind(m, turn) for m in self._ends), default=-1)
             if last_end >= 0 or last_start >= 0:
                 return ENDED if last_end > last_start else THINKING
-        for key in self.thinking_kwargs:
-            if key in kw and kw[key] is not None:
-                return THINKING if _truthy(kw[key]) else ENDED
+        on = thinking_switch(kw, self.thinking_kwargs)
+        if on is not None:
+            return THINKING if on else ENDED
         return THINKING if self.default_mode == "thinking" else ENDED
 
     def is_reasoning_end(self, prompt_token_ids: Sequence[int],
