@@ -29,12 +29,12 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Generic, Literal, Protocol, TypeVar
 
 from .vocabulary import Vocabulary
 
 __all__ = ["ReasoningEnd", "ReasoningSplit", "ReasoningParser", "ReasoningTracker", "ReasoningStream",
-           "DeltaMessage", "truthy", "reasoning_excluded", "thinking_switch"]
+           "DeltaMessage", "StateTracker", "Stepper", "ENDED", "truthy", "reasoning_excluded", "thinking_switch"]
 
 _FALSE_STRINGS = frozenset({"false", "0", "no", "off", "none", "disabled"})
 
@@ -136,6 +136,62 @@ class ReasoningTracker(ABC):
         start the content. None when the next token does not decide (the request is thinking, its
         thinking has ended, or ``after`` decided it). Pure: changes no state. The manager masks an
         undecided position with these ids plus the grammar's first tokens."""
+
+
+ENDED: Literal[2] = 2
+"""The state of a request whose reasoning has ended, the same value for every family: once ended, a
+request's state carries nothing more (the state is latched), so one shared value lets the tracker answer
+``ended`` without asking its family."""
+
+S = TypeVar("S")
+
+
+class Stepper(Protocol[S]):
+    """What a family gives :class:`StateTracker`: a pure step over an immutable state."""
+
+    def step(self, state: S, token_ids: Sequence[int]) -> tuple[S, ReasoningEnd | None]:
+        """Run ``token_ids`` from ``state``: (the state after them, where the reasoning ended among
+        them or None). Pure: ``state`` is an immutable value and is not changed; the state after an
+        end is :data:`ENDED`, and from :data:`ENDED` the step returns ``(ENDED, None)``. Costs
+        O(len(token_ids)) (plus a bounded tail for text-marker families)."""
+        ...
+
+    def keep_thinking_ids(self, state: S) -> frozenset[int] | None:
+        """``ReasoningTracker.keep_thinking_token_ids`` for a request in ``state``."""
+        ...
+
+
+class StateTracker(ReasoningTracker, Generic[S]):
+    """The tracker of every built-in family: an immutable state plus its family's pure ``step``.
+
+    ``scan`` steps without keeping the new state, ``advance`` keeps it, and
+    ``keep_thinking_token_ids(after)`` steps over ``after`` and asks the family about the state it
+    reaches. A family writes only ``step`` and ``keep_thinking_ids`` (see :class:`Stepper`); the
+    per-call cost is the cost of its step, and no state is copied for a scan because none is mutated.
+    """
+
+    __slots__ = ("_parser", "_state")
+
+    def __init__(self, parser: Stepper[S], state: S) -> None:
+        self._parser = parser
+        self._state = state
+
+    @property
+    def ended(self) -> bool:
+        return self._state == ENDED
+
+    def scan(self, token_ids: Sequence[int]) -> ReasoningEnd | None:
+        return self._parser.step(self._state, token_ids)[1]
+
+    def advance(self, token_ids: Sequence[int]) -> ReasoningEnd | None:
+        self._state, end = self._parser.step(self._state, token_ids)
+        return end
+
+    def keep_thinking_token_ids(self, after: Sequence[int] = ()) -> frozenset[int] | None:
+        state = self._state
+        if len(after):
+            state = self._parser.step(state, after)[0]
+        return self._parser.keep_thinking_ids(state)
 
 
 class ReasoningStream(ABC):

@@ -46,19 +46,19 @@ import codecs
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar, Literal
 
-from .base import (DeltaMessage, ReasoningEnd, ReasoningParser, ReasoningSplit, ReasoningStream, ReasoningTracker,
-                   reasoning_excluded, thinking_switch)
+from .base import (ENDED, DeltaMessage, ReasoningEnd, ReasoningParser, ReasoningSplit, ReasoningStream,
+                   StateTracker, reasoning_excluded, thinking_switch)
 
 __all__ = ["TokenMarkerParser", "TokenMarkerTracker", "TokenMarkerStream",
            "PENDING", "THINKING", "ENDED", "LABEL", "DefaultMode"]
 
 PENDING: Literal[0] = 0
 THINKING: Literal[1] = 1
-ENDED: Literal[2] = 2
 LABEL: Literal[3] = 3
 """States >= LABEL: inside a start label, ``state - LABEL`` of its bytes matched."""
 State = int
 DefaultMode = Literal["thinking", "first_token", "off"]
+_STILL_THINKING: tuple[State, None] = (THINKING, None)  # the step's answer for a call without a marker
 
 
 class TokenMarkerParser(ReasoningParser):
@@ -188,6 +188,17 @@ class TokenMarkerParser(ReasoningParser):
         return TokenMarkerStream(self, self.initial_state(prompt_token_ids, chat_template_kwargs))
 
     # -- the one state machine -------------------------------------------------------------------
+    def step(self, state: State, token_ids: Sequence[int]) -> tuple[State, ReasoningEnd | None]:
+        """The tracker's step (:class:`~reasoning.base.Stepper`): ``_walk`` without the dropped indices."""
+        if state == THINKING and self._marker_ids.isdisjoint(token_ids):
+            return _STILL_THINKING  # the common step: more thinking (a C-level set test, no Python loop)
+        state, end, _ = self._walk(state, token_ids)
+        return state, end
+
+    def keep_thinking_ids(self, state: State) -> frozenset[int] | None:
+        # only PENDING is undecided: its first token always leaves it
+        return self._pending_keep_ids if state == PENDING else None
+
     def _walk(self, state: State, token_ids: Sequence[int]) -> tuple[State, ReasoningEnd | None, set[int]]:
         """Run ``token_ids`` from ``state``: (new state, where it ended, indices of dropped markers)."""
         if state == ENDED:
@@ -254,37 +265,16 @@ class TokenMarkerParser(ReasoningParser):
         return content
 
 
-class TokenMarkerTracker(ReasoningTracker):
-    """Engine-core state of one request (see :class:`TokenMarkerParser`); O(len(step)) per call."""
+class TokenMarkerTracker(StateTracker[State]):
+    """Engine-core state of one request (see :class:`TokenMarkerParser`): the shared
+    :class:`~reasoning.base.StateTracker` over the int state; O(len(step)) per call."""
 
-    __slots__ = ("_parser", "_state")
-
-    def __init__(self, parser: TokenMarkerParser, state: State) -> None:
-        self._parser = parser
-        self._state: State = state
-
-    @property
-    def ended(self) -> bool:
-        return self._state == ENDED
+    __slots__ = ()
 
     @property
     def state(self) -> State:
-        """``PENDING`` (0), ``THINKING`` (1) or ``ENDED`` (2)."""
+        """``PENDING`` (0), ``THINKING`` (1), ``ENDED`` (2), or inside a start label (>= ``LABEL``)."""
         return self._state
-
-    def scan(self, token_ids: Sequence[int]) -> ReasoningEnd | None:
-        return self._parser._walk(self._state, token_ids)[1]
-
-    def advance(self, token_ids: Sequence[int]) -> ReasoningEnd | None:
-        state, end, _ = self._parser._walk(self._state, token_ids)
-        self._state = state
-        return end
-
-    def keep_thinking_token_ids(self, after: Sequence[int] = ()) -> frozenset[int] | None:
-        # the first token decides: any token leaves PENDING, so only an empty ``after`` can be undecided
-        if self._state != PENDING or after:
-            return None
-        return self._parser._pending_keep_ids
 
 
 class TokenMarkerStream(ReasoningStream):
