@@ -176,7 +176,7 @@ class _State:
         return Harmony(self.mode, bytes(self.header), tuple(self.header_ids), self.overflow, self.kind)
 
 
-@register_reasoning_parser("openai_gptoss", "gpt_oss")
+@register_reasoning_parser()
 class GptOssReasoningParser(ReasoningParser):
     """gpt-oss harmony channels (see the module docstring). The vocabulary must have the harmony
     special tokens ``<|start|>``, ``<|channel|>``, ``<|message|>``, ``<|end|>``, ``<|return|>`` and

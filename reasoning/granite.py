@@ -196,7 +196,7 @@ def _feed(st: State, data: bytes) -> tuple[State, list[Event]]:
     return Scan(mode, part), events
 
 
-@register_reasoning_parser("granite")
+@register_reasoning_parser()
 class GraniteReasoningParser(ReasoningParser):
     """IBM Granite 3.x text-marker reasoning (see the module docstring for states and offsets).
 

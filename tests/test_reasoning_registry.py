@@ -75,13 +75,13 @@ def test_plugin_that_cannot_be_imported():
 
 
 def test_register_errors():
-    with pytest.raises(ValueError, match="at least one name"):
-        register_reasoning_parser()
-    with pytest.raises(ValueError, match="not a ReasoningParser subclass"):
-        register_reasoning_parser("bad_example")(int)  # type: ignore[arg-type]
-
     class Other(TokenMarkerParser):
         pass
+
+    with pytest.raises(ValueError, match="at least one name"):
+        register_reasoning_parser()(Other)  # outside the built-in families, names are required
+    with pytest.raises(ValueError, match="not a ReasoningParser subclass"):
+        register_reasoning_parser("bad_example")(int)  # type: ignore[arg-type]
 
     with pytest.raises(ValueError, match="'qwen3' is already registered"):
         get_reasoning_parser("qwen3")
@@ -91,3 +91,18 @@ def test_register_errors():
 def test_parser_accepts_a_vocabulary_name():
     p = get_reasoning_parser("qwen3")("qwen3_6")
     assert p.reasoning_end_token_ids == {248069}
+
+
+def test_builtin_names_come_from_the_map_only():
+    """A built-in family is decorated without names and gets exactly its module's names from the map."""
+    for name, module in _BUILTIN_MODULES.items():
+        cls = get_reasoning_parser(name)
+        names = [n for n, m in _BUILTIN_MODULES.items() if m == module]
+        assert cls.name == names[0]
+    deco = register_reasoning_parser("qwen3_alias")
+    bad = type("Bad", (TokenMarkerParser,), {"__module__": "thinkgate.reasoning.qwen3"})
+    with pytest.raises(ValueError, match="without names"):
+        deco(bad)
+    unlisted = type("Unlisted", (TokenMarkerParser,), {"__module__": "thinkgate.reasoning.no_such_module"})
+    with pytest.raises(ValueError, match="not in _BUILTIN_MODULES"):
+        register_reasoning_parser()(unlisted)
