@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
+from bench.vocabs import byte_level_vocabulary
 from thinkgate.reasoning import get_reasoning_parser, list_reasoning_parsers, load_reasoning_plugin, register_reasoning_parser
 from thinkgate.reasoning.base import ReasoningParser
 from thinkgate.reasoning.markers import TokenMarkerParser
 from thinkgate.reasoning.registry import _BUILTIN_MODULES
-from thinkgate.reasoning.vocabulary import Vocabulary
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -58,7 +58,7 @@ def test_plugin_by_dotted_path(monkeypatch):
     assert "example_think" in list_reasoning_parsers()
     assert get_reasoning_parser("tests.reasoning_plugin_example") is cls  # asking again is fine
     assert load_reasoning_plugin("tests.reasoning_plugin_example") == ["example_think"]  # remembered
-    v = Vocabulary.byte_level(["<end>", "<turn>", "<reasoning>", "</reasoning>", "<call>"])
+    v = byte_level_vocabulary(["<end>", "<turn>", "<reasoning>", "</reasoning>", "<call>"])
     p = cls(v)
     ids = v.encode("<reasoning>hmm</reasoning>ok")
     assert p.extract_content_ids(ids) == v.encode("ok")
@@ -66,7 +66,7 @@ def test_plugin_by_dotted_path(monkeypatch):
     assert p.extract_reasoning("<reasoning>hmm</reasoning>ok") == ("hmm", "ok")
     assert p.split(v.encode("<reasoning>x<call>{}")).content_ids == v.encode("<call>{}")
     with pytest.raises(ValueError, match=r"'example_think'.*'<reasoning>'"):
-        cls(Vocabulary.byte_level(["<end>"]))
+        cls(byte_level_vocabulary(["<end>"]))
 
 
 def test_plugin_that_cannot_be_imported():
