@@ -19,6 +19,16 @@ index (into the ids given) of the token that ends the reasoning. Content starts 
 content, such as Qwen's ``<tool_call>`` written without ``</think>``).
 ``content_start`` gives that index directly.
 
+Trackers
+--------
+Every built-in family writes its tracker the same way: its per-request state is a small immutable
+value (an int, or a named tuple of bytes and ints; :data:`ENDED` once the reasoning has ended, the same
+value for every family), and the parser has one pure step ``step(state, ids) -> (state, end)`` and
+``keep_thinking_ids(state)`` (:class:`Stepper`). :class:`StateTracker` holds the state and is the only
+implementation of ``scan`` (step, keep nothing), ``advance`` (step, keep the state) and
+``keep_thinking_token_ids(after)`` (step over ``after``, then ask). An immutable state is what lets a
+scan cost only its step: there is nothing to copy to keep the committed state safe.
+
 Per-request ``chat_template_kwargs`` (``enable_thinking``, ``thinking``, ``include_reasoning`` ...) may be
 passed to ``is_reasoning_end``, ``new_tracker`` and ``new_stream``; they override those given at
 construction.

@@ -155,6 +155,10 @@ class Harmony(NamedTuple):
     kind: str = _X
 
 
+HarmonyState = Harmony | int
+"""The tracker state: a :class:`Harmony` snapshot, or ``ENDED``."""
+
+
 @dataclass
 class _State:
     """The machine state the walk updates in place (the split and the stream own one; the tracker's
@@ -170,7 +174,7 @@ class _State:
     def thaw(cls, h: Harmony) -> _State:
         return cls(h.mode, bytearray(h.header), list(h.header_ids), h.overflow, h.kind)
 
-    def freeze(self) -> Harmony | int:
+    def freeze(self) -> HarmonyState:
         if self.mode == _ENDED:
             return ENDED
         return Harmony(self.mode, bytes(self.header), tuple(self.header_ids), self.overflow, self.kind)
@@ -261,7 +265,7 @@ class GptOssReasoningParser(ReasoningParser):
                     chat_template_kwargs: Mapping[str, Any] | None = None) -> GptOssTracker:
         return GptOssTracker(self, self._initial(prompt_token_ids, chat_template_kwargs).freeze())
 
-    def step(self, state: Harmony | int, token_ids: Sequence[int]) -> tuple[Harmony | int, HarmonyEnd | None]:
+    def step(self, state: HarmonyState, token_ids: Sequence[int]) -> tuple[HarmonyState, HarmonyEnd | None]:
         """The tracker's step (:class:`~reasoning.base.Stepper`): O(len(token_ids)), plus a copy of the
         capped header when the call holds a harmony control token."""
         if state == ENDED:
@@ -272,7 +276,7 @@ class GptOssReasoningParser(ReasoningParser):
         end = self._walk(st, token_ids)
         return st.freeze(), end
 
-    def keep_thinking_ids(self, state: Harmony | int) -> frozenset[int] | None:
+    def keep_thinking_ids(self, state: HarmonyState) -> frozenset[int] | None:
         return None  # harmony's channel header, not one token, decides (its constraint covers the header)
 
     # -- the token machine -----------------------------------------------------------------------
@@ -373,7 +377,7 @@ class GptOssReasoningParser(ReasoningParser):
         return GptOssStream(self, self._initial(prompt_token_ids, chat_template_kwargs))
 
 
-class GptOssTracker(StateTracker["Harmony | int"]):
+class GptOssTracker(StateTracker[HarmonyState]):
     """Engine-core state of one request: the shared :class:`~reasoning.base.StateTracker` over a
     :class:`Harmony` or ``ENDED``; O(len(step)) per call; state bounded by the header cap."""
 

@@ -44,6 +44,8 @@ class Held(NamedTuple):
 
 
 _NOTHING_HELD = Held()
+TextState = Held | int
+"""The tracker state: :class:`Held` while thinking, or ``ENDED``."""
 
 
 @dataclass
@@ -155,7 +157,7 @@ class TextMarkerParser(ReasoningParser):
         state = self.initial_state(prompt_token_ids, chat_template_kwargs)
         return TextMarkerTracker(self, ENDED if state == ENDED else _NOTHING_HELD)
 
-    def step(self, state: Held | int, token_ids: Sequence[int]) -> tuple[Held | int, ReasoningEnd | None]:
+    def step(self, state: TextState, token_ids: Sequence[int]) -> tuple[TextState, ReasoningEnd | None]:
         """The tracker's step (:class:`~reasoning.base.Stepper`) from ``Held(tail)`` or ``ENDED``."""
         if state == ENDED:
             return ENDED, None
@@ -164,7 +166,7 @@ class TextMarkerParser(ReasoningParser):
             return ENDED, sc.end
         return (state if sc.tail == state.tail else Held(sc.tail)), None  # type: ignore[union-attr]
 
-    def keep_thinking_ids(self, state: Held | int) -> frozenset[int] | None:
+    def keep_thinking_ids(self, state: TextState) -> frozenset[int] | None:
         return None  # a request starts thinking or ended: its first token never decides
 
     # -- front end -------------------------------------------------------------------------------
@@ -275,7 +277,7 @@ class TextMarkerParser(ReasoningParser):
             pos += stop
 
 
-class TextMarkerTracker(StateTracker["Held | int"]):
+class TextMarkerTracker(StateTracker[TextState]):
     """Engine-core state of one request: the shared :class:`~reasoning.base.StateTracker` over
     ``Held(tail)`` (the undecided tail, shorter than the longest marker) or ``ENDED``."""
 
