@@ -19,6 +19,16 @@ index (into the ids given) of the token that ends the reasoning. Content starts 
 content, such as Qwen's ``<tool_call>`` written without ``</think>``).
 ``content_start`` gives that index directly.
 
+Trackers
+--------
+Every built-in family writes its tracker the same way: its per-request state is a small immutable
+value (an int, or a named tuple of bytes and ints; :data:`ENDED` once the reasoning has ended, the same
+value for every family), and the parser has one pure step ``step(state, ids) -> (state, end)`` and
+``keep_thinking_ids(state)`` (:class:`Stepper`). :class:`StateTracker` holds the state and is the only
+implementation of ``scan`` (step, keep nothing), ``advance`` (step, keep the state) and
+``keep_thinking_token_ids(after)`` (step over ``after``, then ask). An immutable state is what lets a
+scan cost only its step: there is nothing to copy to keep the committed state safe.
+
 Per-request ``chat_template_kwargs`` (``enable_thinking``, ``thinking``, ``include_reasoning`` ...) may be
 passed to ``is_reasoning_end``, ``new_tracker`` and ``new_stream``; they override those given at
 construction.
@@ -29,12 +39,41 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Generic, Literal, Protocol, TypeVar
 
 from .vocabulary import Vocabulary
 
 __all__ = ["ReasoningEnd", "ReasoningSplit", "ReasoningParser", "ReasoningTracker", "ReasoningStream",
-           "DeltaMessage"]
+           "DeltaMessage", "StateTracker", "Stepper", "ENDED", "truthy", "reasoning_excluded", "thinking_switch"]
+
+_FALSE_STRINGS = frozenset({"false", "0", "no", "off", "none", "disabled"})
+
+
+def truthy(value: Any) -> bool:
+    """A chat-template kwarg as a boolean (``"false"`` and ``"none"`` strings count as false; a mapping
+    such as ``{"type": "enabled"}`` / ``{"type": "disabled"}`` is read by its ``type``)."""
+    if isinstance(value, str):
+        return value.strip().lower() not in _FALSE_STRINGS
+    if isinstance(value, Mapping):
+        kind = value.get("type", value.get("enabled", True))
+        return truthy(kind) and str(kind).lower() != "disabled"
+    return bool(value)
+
+
+def reasoning_excluded(kwargs: Mapping[str, Any]) -> bool:
+    """True when the kwargs say ``include_reasoning: false``: for every family the request then starts
+    with its reasoning ended (the grammar applies from the first generated token, all text is content)."""
+    return "include_reasoning" in kwargs and not truthy(kwargs["include_reasoning"])
+
+
+def thinking_switch(kwargs: Mapping[str, Any], keys: Sequence[str]) -> bool | None:
+    """The first of the thinking switches ``keys`` (``enable_thinking``, ``thinking`` ...) set in the
+    kwargs, as a boolean; None when none is set (a None value counts as unset)."""
+    for key in keys:
+        value = kwargs.get(key)
+        if value is not None:
+            return truthy(value)
+    return None
 
 
 @dataclass(frozen=True)
@@ -107,6 +146,62 @@ class ReasoningTracker(ABC):
         start the content. None when the next token does not decide (the request is thinking, its
         thinking has ended, or ``after`` decided it). Pure: changes no state. The manager masks an
         undecided position with these ids plus the grammar's first tokens."""
+
+
+ENDED: Literal[2] = 2
+"""The state of a request whose reasoning has ended, the same value for every family: once ended, a
+request's state carries nothing more (the state is latched), so one shared value lets the tracker answer
+``ended`` without asking its family."""
+
+S = TypeVar("S")
+
+
+class Stepper(Protocol[S]):
+    """What a family gives :class:`StateTracker`: a pure step over an immutable state."""
+
+    def step(self, state: S, token_ids: Sequence[int]) -> tuple[S, ReasoningEnd | None]:
+        """Run ``token_ids`` from ``state``: (the state after them, where the reasoning ended among
+        them or None). Pure: ``state`` is an immutable value and is not changed; the state after an
+        end is :data:`ENDED`, and from :data:`ENDED` the step returns ``(ENDED, None)``. Costs
+        O(len(token_ids)) (plus a bounded tail for text-marker families)."""
+        ...
+
+    def keep_thinking_ids(self, state: S) -> frozenset[int] | None:
+        """``ReasoningTracker.keep_thinking_token_ids`` for a request in ``state``."""
+        ...
+
+
+class StateTracker(ReasoningTracker, Generic[S]):
+    """The tracker of every built-in family: an immutable state plus its family's pure ``step``.
+
+    ``scan`` steps without keeping the new state, ``advance`` keeps it, and
+    ``keep_thinking_token_ids(after)`` steps over ``after`` and asks the family about the state it
+    reaches. A family writes only ``step`` and ``keep_thinking_ids`` (see :class:`Stepper`); the
+    per-call cost is the cost of its step, and no state is copied for a scan because none is mutated.
+    """
+
+    __slots__ = ("_parser", "_state")
+
+    def __init__(self, parser: Stepper[S], state: S) -> None:
+        self._parser = parser
+        self._state = state
+
+    @property
+    def ended(self) -> bool:
+        return self._state == ENDED
+
+    def scan(self, token_ids: Sequence[int]) -> ReasoningEnd | None:
+        return self._parser.step(self._state, token_ids)[1]
+
+    def advance(self, token_ids: Sequence[int]) -> ReasoningEnd | None:
+        self._state, end = self._parser.step(self._state, token_ids)
+        return end
+
+    def keep_thinking_token_ids(self, after: Sequence[int] = ()) -> frozenset[int] | None:
+        state = self._state
+        if len(after):
+            state = self._parser.step(state, after)[0]
+        return self._parser.keep_thinking_ids(state)
 
 
 class ReasoningStream(ABC):

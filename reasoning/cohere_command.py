@@ -17,7 +17,7 @@ from .registry import register_reasoning_parser
 __all__ = ["CohereCommandReasoningParser"]
 
 
-@register_reasoning_parser("cohere_command", "cohere_command3", "cohere_command4")
+@register_reasoning_parser()
 class CohereCommandReasoningParser(TokenMarkerParser):
     start_markers = ("<|START_THINKING|>",)
     end_markers = ("<|END_THINKING|>",)

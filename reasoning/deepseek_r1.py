@@ -16,7 +16,7 @@ from .registry import register_reasoning_parser
 __all__ = ["DeepSeekR1ReasoningParser"]
 
 
-@register_reasoning_parser("deepseek_r1")
+@register_reasoning_parser()
 class DeepSeekR1ReasoningParser(TokenMarkerParser):
     start_markers = ("<think>",)
     end_markers = ("</think>",)

@@ -16,7 +16,7 @@ from .registry import register_reasoning_parser
 __all__ = ["DeepSeekV3ReasoningParser"]
 
 
-@register_reasoning_parser("deepseek_v3")
+@register_reasoning_parser()
 class DeepSeekV3ReasoningParser(TokenMarkerParser):
     start_markers = ("<think>",)
     end_markers = ("</think>",)

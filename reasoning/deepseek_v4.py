@@ -17,7 +17,7 @@ from .registry import register_reasoning_parser
 __all__ = ["DeepSeekV4ReasoningParser"]
 
 
-@register_reasoning_parser("deepseek_v4")
+@register_reasoning_parser()
 class DeepSeekV4ReasoningParser(TokenMarkerParser):
     start_markers = ("<think>",)
     end_markers = ("</think>",)

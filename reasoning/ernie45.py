@@ -15,7 +15,7 @@ from .registry import register_reasoning_parser
 __all__ = ["Ernie45ReasoningParser"]
 
 
-@register_reasoning_parser("ernie45")
+@register_reasoning_parser()
 class Ernie45ReasoningParser(TokenMarkerParser):
     start_markers = ("<think>",)
     end_markers = ("</think>",)

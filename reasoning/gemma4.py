@@ -16,7 +16,7 @@ from .registry import register_reasoning_parser
 __all__ = ["Gemma4ReasoningParser"]
 
 
-@register_reasoning_parser("gemma4")
+@register_reasoning_parser()
 class Gemma4ReasoningParser(TokenMarkerParser):
     start_markers = ("<|channel>",)
     end_markers = ("<channel|>",)

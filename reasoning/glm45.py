@@ -16,7 +16,7 @@ from .registry import register_reasoning_parser
 __all__ = ["Glm45ReasoningParser"]
 
 
-@register_reasoning_parser("glm45", "glm47")
+@register_reasoning_parser()
 class Glm45ReasoningParser(TokenMarkerParser):
     start_markers = ("<think>",)
     end_markers = ("</think>",)

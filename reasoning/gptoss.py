@@ -74,9 +74,10 @@ import codecs
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
-from .base import DeltaMessage, ReasoningEnd, ReasoningParser, ReasoningSplit, ReasoningStream, ReasoningTracker
+from .base import (ENDED, DeltaMessage, ReasoningEnd, ReasoningParser, ReasoningSplit, ReasoningStream,
+                   StateTracker, reasoning_excluded)
 from .registry import register_reasoning_parser
 
 __all__ = ["GptOssReasoningParser", "GptOssTracker", "GptOssStream", "HarmonyEnd",
@@ -90,7 +91,6 @@ _REQUIRED = HARMONY_SPECIAL_TOKENS[:6]
 MAX_HEADER_BYTES = 1024
 """A header longer than this is malformed: it cannot end the reasoning."""
 
-_FALSE_STRINGS = frozenset({"false", "0", "no", "off", "none", "disabled"})
 _RECIPIENT = re.compile(r"to=([^\s<]+)")
 _SPLIT = re.compile("(" + "|".join(re.escape(s) for s in HARMONY_SPECIAL_TOKENS) + ")")
 
@@ -105,15 +105,6 @@ _MODE_NAMES: tuple[InitialMode, ...] = ("header", "body", "outside", "ended")
 
 # body kinds for the text front end
 _R, _C, _X = "r", "c", "x"  # reasoning, content, neither (function call / unknown channel)
-
-
-def _truthy(value: Any) -> bool:
-    if isinstance(value, str):
-        return value.strip().lower() not in _FALSE_STRINGS
-    if isinstance(value, Mapping):
-        kind = value.get("type", value.get("enabled", True))
-        return _truthy(kind) and str(kind).lower() != "disabled"
-    return bool(value)
 
 
 def parse_header(header: str) -> tuple[str | None, str | None]:
@@ -153,9 +144,25 @@ class HarmonyEnd(ReasoningEnd):
     """The generated tokens of the header, ``<|start|>`` (if generated) .. ``<|message|>``."""
 
 
+class Harmony(NamedTuple):
+    """The tracker state of a request that has not ended (an ended one is ``ENDED``): an immutable
+    snapshot of :class:`_State`; bounded (the header buffer is capped)."""
+
+    mode: int = _HEADER
+    header: bytes = b""
+    header_ids: tuple[int, ...] = ()
+    overflow: bool = False
+    kind: str = _X
+
+
+HarmonyState = Harmony | int
+"""The tracker state: a :class:`Harmony` snapshot, or ``ENDED``."""
+
+
 @dataclass
 class _State:
-    """Per-request machine state; bounded (the header buffer is capped)."""
+    """The machine state the walk updates in place (the split and the stream own one; the tracker's
+    step works on a scratch one made from its :class:`Harmony`); bounded (the header is capped)."""
 
     mode: int = _HEADER
     header: bytearray = field(default_factory=bytearray)
@@ -163,11 +170,17 @@ class _State:
     overflow: bool = False
     kind: str = _X  # body kind while in _BODY
 
-    def copy(self) -> _State:
-        return _State(self.mode, bytearray(self.header), list(self.header_ids), self.overflow, self.kind)
+    @classmethod
+    def thaw(cls, h: Harmony) -> _State:
+        return cls(h.mode, bytearray(h.header), list(h.header_ids), h.overflow, h.kind)
+
+    def freeze(self) -> HarmonyState:
+        if self.mode == _ENDED:
+            return ENDED
+        return Harmony(self.mode, bytes(self.header), tuple(self.header_ids), self.overflow, self.kind)
 
 
-@register_reasoning_parser("openai_gptoss", "gpt_oss")
+@register_reasoning_parser()
 class GptOssReasoningParser(ReasoningParser):
     """gpt-oss harmony channels (see the module docstring). The vocabulary must have the harmony
     special tokens ``<|start|>``, ``<|channel|>``, ``<|message|>``, ``<|end|>``, ``<|return|>`` and
@@ -196,7 +209,7 @@ class GptOssReasoningParser(ReasoningParser):
     def _initial(self, prompt_token_ids: Sequence[int] = (),
                  chat_template_kwargs: Mapping[str, Any] | None = None) -> _State:
         kw = self._kwargs(chat_template_kwargs)
-        if "include_reasoning" in kw and not _truthy(kw["include_reasoning"]):
+        if reasoning_excluded(kw):
             return _State(_ENDED)
         i = len(prompt_token_ids) - 1
         while i >= 0 and prompt_token_ids[i] != self.start_id:
@@ -250,7 +263,21 @@ class GptOssReasoningParser(ReasoningParser):
 
     def new_tracker(self, prompt_token_ids: Sequence[int] = (),
                     chat_template_kwargs: Mapping[str, Any] | None = None) -> GptOssTracker:
-        return GptOssTracker(self, self._initial(prompt_token_ids, chat_template_kwargs))
+        return GptOssTracker(self, self._initial(prompt_token_ids, chat_template_kwargs).freeze())
+
+    def step(self, state: HarmonyState, token_ids: Sequence[int]) -> tuple[HarmonyState, HarmonyEnd | None]:
+        """The tracker's step (:class:`~reasoning.base.Stepper`): O(len(token_ids)), plus a copy of the
+        capped header when the call holds a harmony control token."""
+        if state == ENDED:
+            return ENDED, None
+        if state.mode == _BODY and self._leave_body.isdisjoint(token_ids):  # type: ignore[union-attr]
+            return state, None  # the common step: more body text (a C-level set test, no Python loop)
+        st = _State.thaw(state)  # type: ignore[arg-type]
+        end = self._walk(st, token_ids)
+        return st.freeze(), end
+
+    def keep_thinking_ids(self, state: HarmonyState) -> frozenset[int] | None:
+        return None  # harmony's channel header, not one token, decides (its constraint covers the header)
 
     # -- the token machine -----------------------------------------------------------------------
     def _walk(self, st: _State, token_ids: Sequence[int], base: int = 0,
@@ -350,31 +377,11 @@ class GptOssReasoningParser(ReasoningParser):
         return GptOssStream(self, self._initial(prompt_token_ids, chat_template_kwargs))
 
 
-class GptOssTracker(ReasoningTracker):
-    """Engine-core state of one request: O(len(step)) per call; state bounded by the header cap."""
+class GptOssTracker(StateTracker[HarmonyState]):
+    """Engine-core state of one request: the shared :class:`~reasoning.base.StateTracker` over a
+    :class:`Harmony` or ``ENDED``; O(len(step)) per call; state bounded by the header cap."""
 
-    __slots__ = ("_parser", "_st")
-
-    def __init__(self, parser: GptOssReasoningParser, state: _State) -> None:
-        self._parser = parser
-        self._st = state
-
-    @property
-    def ended(self) -> bool:
-        return self._st.mode == _ENDED
-
-    def scan(self, token_ids: Sequence[int]) -> HarmonyEnd | None:
-        if self._st.mode == _ENDED:
-            return None
-        return self._parser._walk(self._st.copy(), token_ids)
-
-    def advance(self, token_ids: Sequence[int]) -> HarmonyEnd | None:
-        if self._st.mode == _ENDED:
-            return None
-        return self._parser._walk(self._st, token_ids)
-
-    def keep_thinking_token_ids(self, after: Sequence[int] = ()) -> frozenset[int] | None:
-        return None  # harmony's channel header, not one token, decides (its constraint covers the header)
+    __slots__ = ()
 
 
 class GptOssStream(ReasoningStream):

@@ -79,9 +79,10 @@ import codecs
 import threading
 from bisect import bisect_right
 from collections.abc import Mapping, Sequence
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
-from .base import DeltaMessage, ReasoningEnd, ReasoningParser, ReasoningSplit, ReasoningStream, ReasoningTracker
+from .base import (ENDED, DeltaMessage, ReasoningEnd, ReasoningParser, ReasoningSplit, ReasoningStream,
+                   StateTracker, reasoning_excluded, thinking_switch)
 from .registry import register_reasoning_parser
 
 __all__ = ["GraniteReasoningParser", "GraniteTracker", "GraniteStream",
@@ -94,7 +95,6 @@ END_MARKERS: tuple[str, ...] = ("Here is my response:", "Here's my response:")
 
 PENDING: Literal[0] = 0
 THINKING: Literal[1] = 1
-ENDED: Literal[2] = 2
 Mode = Literal[0, 1, 2]
 
 _START_B = tuple(m.encode() for m in START_MARKERS)
@@ -105,7 +105,6 @@ _END_PREFIXES = frozenset(m[:k] for m in _END_B for k in range(1, len(m)))  # pr
 _MAX_CARRY = max(len(m) for m in _END_B) - 1
 _WS_BYTES = b" \t\n\r\x0b\x0c"
 _WS = frozenset(_WS_BYTES)
-_FALSE_STRINGS = frozenset({"false", "0", "no", "off", "none", "disabled"})
 
 # an event of a scan: (kind, start, end) in byte offsets of the data fed in that call; ``start`` may be
 # negative (the marker began in bytes held from an earlier call).
@@ -113,15 +112,6 @@ _FALSE_STRINGS = frozenset({"false", "0", "no", "off", "none", "disabled"})
 #   "end":  an end marker completed; [start, end) is the marker
 #   "skip": PENDING stopped matching at byte ``start`` (end = start + 1): the model skipped thinking
 Event = tuple[str, int, int]
-
-
-def _truthy(value: Any) -> bool:
-    if isinstance(value, str):
-        return value.strip().lower() not in _FALSE_STRINGS
-    if isinstance(value, Mapping):
-        kind = value.get("type", value.get("enabled", True))
-        return _truthy(kind) and str(kind).lower() != "disabled"
-    return bool(value)
 
 
 def _carry(buf: bytes) -> int:
@@ -142,63 +132,71 @@ def _find_end(buf: bytes) -> tuple[int, int] | None:
     return best
 
 
-class _Scanner:
-    """The byte-level state machine (see the module docstring). Small and cheap to copy.
+class Scan(NamedTuple):
+    """The state of a request that has not ended (an ended one is ``ENDED``): immutable, small.
 
     ``part``: PENDING - the marker prefix matched so far (after leading whitespace);
     THINKING - the held suffix of the thoughts that may begin an end marker (<= ``_MAX_CARRY`` bytes).
     """
 
-    __slots__ = ("mode", "part")
+    mode: Mode
+    part: bytes = b""
 
-    def __init__(self, mode: Mode, part: bytes = b"") -> None:
-        self.mode: Mode = mode
-        self.part = part
 
-    def copy(self) -> _Scanner:
-        return _Scanner(self.mode, self.part)
+State = Scan | int
+"""A :class:`Scan` (``PENDING`` / ``THINKING``) or ``ENDED``."""
 
-    def feed(self, data: bytes) -> list[Event]:
-        events: list[Event] = []
-        i, n = 0, len(data)
-        while i < n and self.mode != ENDED:
-            if self.mode == PENDING:
-                part = self.part
-                while i < n:
-                    b = data[i]
-                    if not part and b in _WS:
-                        i += 1
-                        continue
-                    part += data[i:i + 1]
+
+def _unpack(st: State) -> tuple[Mode, bytes]:
+    return (ENDED, b"") if st == ENDED else st  # type: ignore[return-value]
+
+
+def _feed(st: State, data: bytes) -> tuple[State, list[Event]]:
+    """The byte-level state machine (see the module docstring): the state after ``data`` and the
+    events in it. Pure."""
+    mode, part = _unpack(st)
+    events: list[Event] = []
+    i, n = 0, len(data)
+    while i < n and mode != ENDED:
+        if mode == PENDING:
+            while i < n:
+                b = data[i]
+                if not part and b in _WS:
                     i += 1
-                    if part in _START_B or part in _END_B:
-                        events.append(("open" if part in _START_B else "end", i - len(part), i))
-                        self.mode = THINKING if part in _START_B else ENDED
-                        part = b""
-                        break
-                    if part not in _PREFIXES:
-                        events.append(("skip", i - 1, i))
-                        self.mode = ENDED
-                        part = b""
-                        break
-                self.part = part
-            else:  # THINKING
-                held = self.part
-                buf = held + data[i:] if i else held + data
-                found = _find_end(buf)
-                base = i - len(held)
-                if found is not None:
-                    events.append(("end", found[0] + base, found[1] + base))
-                    self.mode = ENDED
-                    self.part = b""
-                else:
-                    k = _carry(buf)
-                    self.part = buf[len(buf) - k:] if k else b""
-                i = n
-        return events
+                    continue
+                part += data[i:i + 1]
+                i += 1
+                if part in _START_B or part in _END_B:
+                    events.append(("open" if part in _START_B else "end", i - len(part), i))
+                    mode = THINKING if part in _START_B else ENDED
+                    part = b""
+                    break
+                if part not in _PREFIXES:
+                    events.append(("skip", i - 1, i))
+                    mode = ENDED
+                    part = b""
+                    break
+        else:  # THINKING
+            held = part
+            buf = held + data[i:] if i else held + data
+            found = _find_end(buf)
+            base = i - len(held)
+            if found is not None:
+                events.append(("end", found[0] + base, found[1] + base))
+                mode = ENDED
+                part = b""
+            else:
+                k = _carry(buf)
+                part = buf[len(buf) - k:] if k else b""
+            i = n
+    if mode == ENDED:
+        return ENDED, events
+    if isinstance(st, Scan) and st.mode == mode and st.part == part:
+        return st, events
+    return Scan(mode, part), events
 
 
-@register_reasoning_parser("granite")
+@register_reasoning_parser()
 class GraniteReasoningParser(ReasoningParser):
     """IBM Granite 3.x text-marker reasoning (see the module docstring for states and offsets).
 
@@ -254,10 +252,10 @@ class GraniteReasoningParser(ReasoningParser):
         return frozenset()
 
     def _initial(self, prompt_token_ids: Sequence[int] = (),
-                 chat_template_kwargs: Mapping[str, Any] | None = None) -> _Scanner:
+                 chat_template_kwargs: Mapping[str, Any] | None = None) -> State:
         kw = self._kwargs(chat_template_kwargs)
-        if "include_reasoning" in kw and not _truthy(kw["include_reasoning"]):
-            return _Scanner(ENDED)
+        if reasoning_excluded(kw):
+            return ENDED
         special, tb = self._special_ids, self.vocabulary.token_bytes
         i = len(prompt_token_ids)
         while i > 0 and prompt_token_ids[i - 1] not in special:
@@ -267,28 +265,28 @@ class GraniteReasoningParser(ReasoningParser):
             last_end = max(prefill.rfind(m) for m in _END_B)
             last_start = max(prefill.rfind(m) for m in _START_B)
             if last_end >= 0 and last_end > last_start:
-                return _Scanner(ENDED)
+                return ENDED
             if last_start >= 0:
                 k = _carry(prefill)
-                return _Scanner(THINKING, prefill[len(prefill) - k:] if k else b"")
-        for key in self.thinking_kwargs:
-            if key in kw and kw[key] is not None:
-                return _Scanner(PENDING if _truthy(kw[key]) else ENDED)
-        return _Scanner(ENDED)
+                return Scan(THINKING, prefill[len(prefill) - k:] if k else b"")
+        on = thinking_switch(kw, self.thinking_kwargs)
+        if on is not None:
+            return Scan(PENDING) if on else ENDED
+        return ENDED
 
     def initial_state(self, prompt_token_ids: Sequence[int] = (),
                       chat_template_kwargs: Mapping[str, Any] | None = None) -> Mode:
         """``PENDING``, ``THINKING`` or ``ENDED`` before the first generated token."""
-        return self._initial(prompt_token_ids, chat_template_kwargs).mode
+        return _unpack(self._initial(prompt_token_ids, chat_template_kwargs))[0]
 
     def is_reasoning_end(self, prompt_token_ids: Sequence[int],
                          chat_template_kwargs: Mapping[str, Any] | None = None) -> bool:
-        return self._initial(prompt_token_ids, chat_template_kwargs).mode == ENDED
+        return self._initial(prompt_token_ids, chat_template_kwargs) == ENDED
 
     def find_reasoning_end(self, token_ids: Sequence[int]) -> ReasoningEnd | None:
         """The reasoning end inside ``token_ids`` read as the whole output of a request with thinking
         on and nothing prefilled (``PENDING`` at its first token)."""
-        return self._split(_Scanner(PENDING), token_ids).end
+        return self._split(Scan(PENDING), token_ids).end
 
     def split(self, token_ids: Sequence[int], prompt_token_ids: Sequence[int] = (),
               chat_template_kwargs: Mapping[str, Any] | None = None) -> ReasoningSplit:
@@ -298,16 +296,16 @@ class GraniteReasoningParser(ReasoningParser):
         content ids: from ``end.content_start``."""
         return self._split(self._initial(prompt_token_ids, chat_template_kwargs), token_ids)
 
-    def _split(self, sc: _Scanner, token_ids: Sequence[int]) -> ReasoningSplit:
+    def _split(self, sc: State, token_ids: Sequence[int]) -> ReasoningSplit:
         ids = list(token_ids)
-        if sc.mode == ENDED:
+        if sc == ENDED:
             return ReasoningSplit([], ids, None, True)
         data, ends = _join(self.vocabulary.token_bytes, ids)
         r_start = 0
         r_stop = len(ids)
         end: ReasoningEnd | None = None
-        thinking = sc.mode == THINKING
-        for kind, s, e in sc.feed(data):
+        thinking = _unpack(sc)[0] == THINKING
+        for kind, s, e in _feed(sc, data)[1]:
             if kind == "open":
                 r_start = bisect_right(ends, e - 1) + 1
                 thinking = True
@@ -325,6 +323,25 @@ class GraniteReasoningParser(ReasoningParser):
     def new_tracker(self, prompt_token_ids: Sequence[int] = (),
                     chat_template_kwargs: Mapping[str, Any] | None = None) -> GraniteTracker:
         return GraniteTracker(self, self._initial(prompt_token_ids, chat_template_kwargs))
+
+    def step(self, state: State, token_ids: Sequence[int]) -> tuple[State, ReasoningEnd | None]:
+        """The tracker's step (:class:`~reasoning.base.Stepper`): O(bytes of the call + marker length)."""
+        if state == ENDED or len(token_ids) == 0:
+            return state, None
+        data, ends = _join(self.vocabulary.token_bytes, token_ids)
+        state, events = _feed(state, data)
+        for kind, s, e in events:
+            if kind == "end":
+                return state, ReasoningEnd(bisect_right(ends, e - 1), False)
+            if kind == "skip":
+                return state, ReasoningEnd(bisect_right(ends, s), True)
+        return state, None
+
+    def keep_thinking_ids(self, state: State) -> frozenset[int] | None:
+        """While ``PENDING``: :meth:`pending_keep_token_ids` of the matched prefix; else None
+        (thinking: nothing is masked; ended: the grammar alone)."""
+        mode, part = _unpack(state)
+        return self.pending_keep_token_ids(part) if mode == PENDING else None
 
     def pending_keep_token_ids(self, part: bytes = b"") -> frozenset[int]:
         """While ``PENDING`` with ``part`` matched: the ordinary tokens that, as the next token, do not
@@ -378,8 +395,8 @@ class GraniteReasoningParser(ReasoningParser):
         never ends its thoughts (cut by ``max_tokens``) is all reasoning; output that does not open with
         a marker is all content (the model skipped thinking).
         """
-        sc = self._initial(prompt_token_ids, chat_template_kwargs)
-        reasoning, content = _split_text(sc.mode, sc.part.decode(), text)
+        mode, part = _unpack(self._initial(prompt_token_ids, chat_template_kwargs))
+        reasoning, content = _split_text(mode, part.decode(), text)
         return reasoning or None, content or None
 
     def new_stream(self, prompt_token_ids: Sequence[int] = (),
@@ -411,7 +428,7 @@ def _join(tb: Sequence[bytes], ids: Sequence[int]) -> tuple[bytes, list[int]]:
 
 
 def _split_text(mode: Mode, held: str, text: str) -> tuple[str, str]:
-    """The whole-text reference (plain ``str`` operations, independent of :class:`_Scanner`)."""
+    """The whole-text reference (plain ``str`` operations, independent of :func:`_feed`)."""
     if mode == ENDED:
         return "", text
     if mode == PENDING:
@@ -437,57 +454,22 @@ def _split_text(mode: Mode, held: str, text: str) -> tuple[str, str]:
     return full[len(held):s] if s > len(held) else "", full[e:]
 
 
-class GraniteTracker(ReasoningTracker):
-    """Engine-core state of one request: O(bytes of the call + marker length) per call."""
+class GraniteTracker(StateTracker[State]):
+    """Engine-core state of one request: the shared :class:`~reasoning.base.StateTracker` over a
+    :class:`Scan` or ``ENDED``; O(bytes of the call + marker length) per call.
 
-    __slots__ = ("_parser", "_sc")
+    ``keep_thinking_token_ids()``: while ``PENDING``, the tokens that, as the next token, keep the
+    thinking possible (see :meth:`GraniteReasoningParser.pending_keep_token_ids`); any other token is
+    content. An engine that constrains the output lets the grammar's first tokens *or* these through
+    while pending, at every pending step (the decision can take several tokens: ``Here`` ``␣is`` ...).
+    """
 
-    def __init__(self, parser: GraniteReasoningParser, scanner: _Scanner) -> None:
-        self._parser = parser
-        self._sc = scanner
-
-    @property
-    def ended(self) -> bool:
-        return self._sc.mode == ENDED
+    __slots__ = ()
 
     @property
     def state(self) -> Mode:
         """``PENDING`` (0), ``THINKING`` (1) or ``ENDED`` (2)."""
-        return self._sc.mode
-
-    def keep_thinking_token_ids(self, after: Sequence[int] = ()) -> frozenset[int] | None:
-        """While ``PENDING``: the tokens that, as the next token, keep the thinking possible (see
-        :meth:`GraniteReasoningParser.pending_keep_token_ids`); any other token is content. An engine
-        that constrains the output lets the grammar's first tokens *or* these through while pending,
-        at every pending step (the decision can take several tokens: ``Here`` ``␣is`` ...). None when
-        not pending (thinking: nothing is masked; ended: the grammar alone).
-
-        ``after``: the same question after these tokens (speculative drafts), asked without
-        committing them (pure, like :meth:`scan`)."""
-        sc = self._sc
-        if len(after):
-            sc = sc.copy()
-            self._run(sc, after)
-        if sc.mode != PENDING:
-            return None
-        return self._parser.pending_keep_token_ids(sc.part)
-
-    def _run(self, sc: _Scanner, token_ids: Sequence[int]) -> ReasoningEnd | None:
-        if sc.mode == ENDED or len(token_ids) == 0:
-            return None
-        data, ends = _join(self._parser.vocabulary.token_bytes, token_ids)
-        for kind, s, e in sc.feed(data):
-            if kind == "end":
-                return ReasoningEnd(bisect_right(ends, e - 1), False)
-            if kind == "skip":
-                return ReasoningEnd(bisect_right(ends, s), True)
-        return None
-
-    def scan(self, token_ids: Sequence[int]) -> ReasoningEnd | None:
-        return self._run(self._sc.copy(), token_ids)
-
-    def advance(self, token_ids: Sequence[int]) -> ReasoningEnd | None:
-        return self._run(self._sc, token_ids)
+        return _unpack(self._state)[0]
 
 
 class GraniteStream(ReasoningStream):
@@ -500,10 +482,10 @@ class GraniteStream(ReasoningStream):
     The concatenated deltas equal :meth:`GraniteReasoningParser.extract_reasoning` on the whole text.
     """
 
-    def __init__(self, parser: GraniteReasoningParser, scanner: _Scanner) -> None:
+    def __init__(self, parser: GraniteReasoningParser, state: State) -> None:
         self._parser = parser
-        self._sc = scanner
-        self._skip = len(scanner.part)  # held bytes that came from the prompt: never emitted
+        self._st = state
+        self._skip = len(_unpack(state)[1])  # held bytes that came from the prompt: never emitted
         self._ws = bytearray()  # leading whitespace held while PENDING
         self._rdec = codecs.getincrementaldecoder("utf-8")("replace")
         self._cdec = codecs.getincrementaldecoder("utf-8")("replace")
@@ -511,7 +493,7 @@ class GraniteStream(ReasoningStream):
 
     @property
     def ended(self) -> bool:
-        return self._sc.mode == ENDED
+        return self._st == ENDED
 
     def feed(self, token_ids: Sequence[int], text: str | None = None) -> DeltaMessage:
         if self._finished:
@@ -521,12 +503,11 @@ class GraniteStream(ReasoningStream):
         else:
             tb = self._parser.vocabulary.token_bytes
             data = b"".join([tb[t] for t in token_ids])
-        sc = self._sc
-        if sc.mode == ENDED:
+        if self._st == ENDED:
             return self._out(b"", data)
-        hold = sc.part
-        mode = sc.mode
-        events = sc.feed(data)
+        mode, hold = _unpack(self._st)
+        self._st, events = _feed(self._st, data)
+        part = _unpack(self._st)[1]
         buf = hold + data if hold else data
         off = len(hold)
         cur = min(self._skip, len(buf))
@@ -551,13 +532,13 @@ class GraniteStream(ReasoningStream):
             c.append(buf[cur:])
             self._skip = 0
         elif mode == THINKING:
-            keep = len(sc.part)
+            keep = len(part)
             if len(buf) - keep > cur:
                 r.append(buf[cur:len(buf) - keep])
             self._skip = max(0, self._skip - (len(buf) - keep))
         else:  # still PENDING: this call's leading whitespace joins the held whitespace
             if not hold:
-                self._ws += data[:len(data) - len(sc.part)]
+                self._ws += data[:len(data) - len(part)]
         return self._out(b"".join(r), b"".join(c))
 
     def finish(self) -> DeltaMessage:
@@ -566,12 +547,12 @@ class GraniteStream(ReasoningStream):
         if self._finished:
             return DeltaMessage()
         self._finished = True
-        sc = self._sc
+        mode, part = _unpack(self._st)
         r = b""
-        if sc.mode == PENDING:
-            r = bytes(self._ws) + sc.part
-        elif sc.mode == THINKING:
-            r = sc.part[self._skip:]
+        if mode == PENDING:
+            r = bytes(self._ws) + part
+        elif mode == THINKING:
+            r = part[self._skip:]
         self._ws.clear()
         reasoning = self._rdec.decode(r, final=True)
         content = self._cdec.decode(b"", final=True)

@@ -21,7 +21,7 @@ from .text_markers import TextMarkerParser
 __all__ = ["HunyuanA13BReasoningParser"]
 
 
-@register_reasoning_parser("hunyuan_a13b")
+@register_reasoning_parser()
 class HunyuanA13BReasoningParser(TextMarkerParser):
     start_texts = ("<think>", "</think>")
     end_texts = ("<answer>",)

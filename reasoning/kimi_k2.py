@@ -14,7 +14,7 @@ from .registry import register_reasoning_parser
 __all__ = ["KimiK2ReasoningParser"]
 
 
-@register_reasoning_parser("kimi_k2")
+@register_reasoning_parser()
 class KimiK2ReasoningParser(TokenMarkerParser):
     start_markers = ("<think>",)
     end_markers = ("</think>",)

@@ -46,30 +46,19 @@ import codecs
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar, Literal
 
-from .base import DeltaMessage, ReasoningEnd, ReasoningParser, ReasoningSplit, ReasoningStream, ReasoningTracker
+from .base import (ENDED, DeltaMessage, ReasoningEnd, ReasoningParser, ReasoningSplit, ReasoningStream,
+                   StateTracker, reasoning_excluded, thinking_switch)
 
 __all__ = ["TokenMarkerParser", "TokenMarkerTracker", "TokenMarkerStream",
            "PENDING", "THINKING", "ENDED", "LABEL", "DefaultMode"]
 
 PENDING: Literal[0] = 0
 THINKING: Literal[1] = 1
-ENDED: Literal[2] = 2
 LABEL: Literal[3] = 3
 """States >= LABEL: inside a start label, ``state - LABEL`` of its bytes matched."""
 State = int
 DefaultMode = Literal["thinking", "first_token", "off"]
-
-_FALSE_STRINGS = frozenset({"false", "0", "no", "off", "none", "disabled"})
-
-
-def _truthy(value: Any) -> bool:
-    """A chat-template kwarg as a boolean (``"false"`` and ``"none"`` strings count as false)."""
-    if isinstance(value, str):
-        return value.strip().lower() not in _FALSE_STRINGS
-    if isinstance(value, Mapping):  # e.g. {"type": "enabled"} / {"type": "disabled"}
-        kind = value.get("type", value.get("enabled", True))
-        return _truthy(kind) and str(kind).lower() != "disabled"
-    return bool(value)
+_STILL_THINKING: tuple[State, None] = (THINKING, None)  # the step's answer for a call without a marker
 
 
 class TokenMarkerParser(ReasoningParser):
@@ -144,7 +133,7 @@ class TokenMarkerParser(ReasoningParser):
                       chat_template_kwargs: Mapping[str, Any] | None = None) -> State:
         """The state of a request before its first generated token (rules in the module docstring)."""
         kw = self._kwargs(chat_template_kwargs)
-        if "include_reasoning" in kw and not _truthy(kw["include_reasoning"]):
+        if reasoning_excluded(kw):
             return ENDED
         stops = self._prompt_stop_ids
         if not stops.isdisjoint(prompt_token_ids):
@@ -155,9 +144,9 @@ class TokenMarkerParser(ReasoningParser):
                         break
                     return THINKING if t in self.start_token_ids else ENDED
         modes = {"thinking": THINKING, "first_token": PENDING, "off": ENDED}
-        for key in self.thinking_kwargs:
-            if key in kw and kw[key] is not None:
-                return modes[self.enabled_mode] if _truthy(kw[key]) else ENDED
+        on = thinking_switch(kw, self.thinking_kwargs)
+        if on is not None:
+            return modes[self.enabled_mode] if on else ENDED
         return modes[self.default_mode]
 
     def is_reasoning_end(self, prompt_token_ids: Sequence[int],
@@ -199,6 +188,17 @@ class TokenMarkerParser(ReasoningParser):
         return TokenMarkerStream(self, self.initial_state(prompt_token_ids, chat_template_kwargs))
 
     # -- the one state machine -------------------------------------------------------------------
+    def step(self, state: State, token_ids: Sequence[int]) -> tuple[State, ReasoningEnd | None]:
+        """The tracker's step (:class:`~reasoning.base.Stepper`): ``_walk`` without the dropped indices."""
+        if state == THINKING and self._marker_ids.isdisjoint(token_ids):
+            return _STILL_THINKING  # the common step: more thinking (a C-level set test, no Python loop)
+        state, end, _ = self._walk(state, token_ids)
+        return state, end
+
+    def keep_thinking_ids(self, state: State) -> frozenset[int] | None:
+        # only PENDING is undecided: its first token always leaves it
+        return self._pending_keep_ids if state == PENDING else None
+
     def _walk(self, state: State, token_ids: Sequence[int]) -> tuple[State, ReasoningEnd | None, set[int]]:
         """Run ``token_ids`` from ``state``: (new state, where it ended, indices of dropped markers)."""
         if state == ENDED:
@@ -265,37 +265,16 @@ class TokenMarkerParser(ReasoningParser):
         return content
 
 
-class TokenMarkerTracker(ReasoningTracker):
-    """Engine-core state of one request (see :class:`TokenMarkerParser`); O(len(step)) per call."""
+class TokenMarkerTracker(StateTracker[State]):
+    """Engine-core state of one request (see :class:`TokenMarkerParser`): the shared
+    :class:`~reasoning.base.StateTracker` over the int state; O(len(step)) per call."""
 
-    __slots__ = ("_parser", "_state")
-
-    def __init__(self, parser: TokenMarkerParser, state: State) -> None:
-        self._parser = parser
-        self._state: State = state
-
-    @property
-    def ended(self) -> bool:
-        return self._state == ENDED
+    __slots__ = ()
 
     @property
     def state(self) -> State:
-        """``PENDING`` (0), ``THINKING`` (1) or ``ENDED`` (2)."""
+        """``PENDING`` (0), ``THINKING`` (1), ``ENDED`` (2), or inside a start label (>= ``LABEL``)."""
         return self._state
-
-    def scan(self, token_ids: Sequence[int]) -> ReasoningEnd | None:
-        return self._parser._walk(self._state, token_ids)[1]
-
-    def advance(self, token_ids: Sequence[int]) -> ReasoningEnd | None:
-        state, end, _ = self._parser._walk(self._state, token_ids)
-        self._state = state
-        return end
-
-    def keep_thinking_token_ids(self, after: Sequence[int] = ()) -> frozenset[int] | None:
-        # the first token decides: any token leaves PENDING, so only an empty ``after`` can be undecided
-        if self._state != PENDING or after:
-            return None
-        return self._parser._pending_keep_ids
 
 
 class TokenMarkerStream(ReasoningStream):

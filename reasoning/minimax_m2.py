@@ -14,7 +14,7 @@ from .registry import register_reasoning_parser
 __all__ = ["MiniMaxM2ReasoningParser"]
 
 
-@register_reasoning_parser("minimax_m2")
+@register_reasoning_parser()
 class MiniMaxM2ReasoningParser(TokenMarkerParser):
     start_markers = ("<think>",)
     end_markers = ("</think>",)

@@ -16,7 +16,7 @@ from .registry import register_reasoning_parser
 __all__ = ["MistralReasoningParser"]
 
 
-@register_reasoning_parser("mistral", "magistral")
+@register_reasoning_parser()
 class MistralReasoningParser(TokenMarkerParser):
     start_markers = ("[THINK]",)
     end_markers = ("[/THINK]",)

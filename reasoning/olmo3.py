@@ -16,7 +16,7 @@ from .text_markers import TextMarkerParser
 __all__ = ["Olmo3ReasoningParser"]
 
 
-@register_reasoning_parser("olmo3")
+@register_reasoning_parser()
 class Olmo3ReasoningParser(TextMarkerParser):
     start_texts = ("<think>",)
     end_texts = ("</think>",)

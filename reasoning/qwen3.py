@@ -23,7 +23,7 @@ from .registry import register_reasoning_parser
 __all__ = ["Qwen3ReasoningParser"]
 
 
-@register_reasoning_parser("qwen3", "mimo", "nemotron_v3", "step3p5")
+@register_reasoning_parser()
 class Qwen3ReasoningParser(TokenMarkerParser):
     start_markers = ("<think>",)
     end_markers = ("</think>",)

@@ -1,10 +1,18 @@
 """The reasoning-parser registry: names -> parser classes, imported lazily.
 
-``@register_reasoning_parser("qwen3", "mimo")`` on a class registers it under those names. Built-in
-families live one module per family in ``reasoning/``; ``_BUILTIN_MODULES`` maps each built-in name to
-its module so that ``get_reasoning_parser(name)`` imports only that module. A plugin is a dotted module
-path: ``get_reasoning_parser("my_pkg.my_parser")`` (or ``load_reasoning_plugin``) imports it, and the
-module registers its own names; when the path names exactly one new parser, that parser is returned.
+Built-in names are listed in one place, ``_BUILTIN_MODULES`` below: each name -> the module of
+``reasoning/`` that defines its family (one module per family). ``get_reasoning_parser(name)`` imports
+only that module, so the registry must know every built-in name before any family module is imported;
+that is why the map, not the modules, is the list. A built-in family class is decorated with
+``@register_reasoning_parser()`` *without names*: the decorator registers it under exactly the names the
+map gives its module, in the map's order (the first is the class's primary ``name``), and it raises
+when a built-in class is given names of its own or its module is not in the map. A name therefore
+cannot be added to, or left out of, one list and not the other.
+
+A plugin is a dotted module path: ``get_reasoning_parser("my_pkg.my_parser")`` (or
+``load_reasoning_plugin``) imports it, and the module registers its own names with
+``@register_reasoning_parser("my_name", ...)`` (names are required outside ``reasoning/``); when the
+path names exactly one new parser, that parser is returned.
 """
 
 from __future__ import annotations
@@ -22,7 +30,9 @@ _REGISTRY: dict[str, type[ReasoningParser]] = {}
 _PLUGINS: dict[str, list[str]] = {}  # plugin module path -> the names it registered
 _LOCK = threading.RLock()
 
-# name -> module (relative to this package) that registers it. Filled as families are added.
+# The list of built-in names: name -> module (relative to this package) that defines its family. The
+# first name of a module is its class's primary name. Add a family here, and decorate its class with
+# ``@register_reasoning_parser()`` (no names).
 _BUILTIN_MODULES: dict[str, str] = {
     "qwen3": "qwen3",
     "mimo": "qwen3",
@@ -52,22 +62,47 @@ _BUILTIN_MODULES: dict[str, str] = {
 }
 
 
+def _builtin_names(module: str) -> tuple[str, ...] | None:
+    """The names ``_BUILTIN_MODULES`` gives the module ``module`` (a full dotted name) in map order;
+    None when it is not a module of this package."""
+    prefix = f"{__package__}."
+    if not module.startswith(prefix):
+        return None
+    short = module[len(prefix):]
+    return tuple(n for n, m in _BUILTIN_MODULES.items() if m == short)
+
+
 def register_reasoning_parser(*names: str) -> Callable[[type[ReasoningParser]], type[ReasoningParser]]:
-    """Class decorator: register a ReasoningParser subclass under one or more names."""
-    if not names:
-        raise ValueError("register_reasoning_parser needs at least one name")
+    """Class decorator: register a ReasoningParser subclass.
+
+    A built-in family (a module of this package) passes no names: it is registered under the names
+    ``_BUILTIN_MODULES`` gives its module. A plugin passes one or more names."""
 
     def deco(cls: type[ReasoningParser]) -> type[ReasoningParser]:
         if not (isinstance(cls, type) and issubclass(cls, ReasoningParser)):
             raise ValueError(f"{cls!r} is not a ReasoningParser subclass")
+        builtin = _builtin_names(cls.__module__)
+        if builtin is not None:
+            if names:
+                raise ValueError(
+                    f"built-in reasoning parser {cls.__qualname__} is registered under the names "
+                    f"_BUILTIN_MODULES gives its module {builtin!r}; decorate it without names, got {names!r}")
+            if not builtin:
+                raise ValueError(f"built-in reasoning parser {cls.__qualname__}: its module {cls.__module__!r} "
+                                 "is not in _BUILTIN_MODULES; list its names there")
+            use = builtin
+        elif not names:
+            raise ValueError("register_reasoning_parser needs at least one name outside the built-in families")
+        else:
+            use = names
         with _LOCK:
-            for n in names:
+            for n in use:
                 prev = _REGISTRY.get(n)
                 if prev is not None and prev is not cls and prev.__qualname__ != cls.__qualname__:
                     raise ValueError(f"reasoning parser name {n!r} is already registered to {prev.__qualname__}")
                 _REGISTRY[n] = cls
             if not cls.__dict__.get("name"):
-                cls.name = names[0]
+                cls.name = use[0]
         return cls
 
     return deco

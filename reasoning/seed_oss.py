@@ -14,7 +14,7 @@ from .registry import register_reasoning_parser
 __all__ = ["SeedOssReasoningParser"]
 
 
-@register_reasoning_parser("seed_oss")
+@register_reasoning_parser()
 class SeedOssReasoningParser(TokenMarkerParser):
     start_markers = ("<seed:think>",)
     end_markers = ("</seed:think>",)

@@ -13,7 +13,7 @@ from .registry import register_reasoning_parser
 __all__ = ["Step3ReasoningParser"]
 
 
-@register_reasoning_parser("step3")
+@register_reasoning_parser()
 class Step3ReasoningParser(TokenMarkerParser):
     start_markers = ()
     end_markers = ("</think>",)

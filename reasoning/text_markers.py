@@ -27,12 +27,25 @@ from __future__ import annotations
 import codecs
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal, NamedTuple
 
-from .base import DeltaMessage, ReasoningEnd, ReasoningParser, ReasoningSplit, ReasoningStream, ReasoningTracker
-from .markers import ENDED, THINKING, _truthy
+from .base import (ENDED, DeltaMessage, ReasoningEnd, ReasoningParser, ReasoningSplit, ReasoningStream,
+                   StateTracker, reasoning_excluded, thinking_switch)
+from .markers import THINKING
 
 __all__ = ["TextMarkerParser", "TextMarkerTracker", "TextMarkerStream"]
+
+
+class Held(NamedTuple):
+    """The tracker state of a thinking request: the undecided reasoning bytes held from earlier tokens
+    (a proper prefix of some marker, shorter than the longest marker). An ended request is ``ENDED``."""
+
+    tail: bytes = b""
+
+
+_NOTHING_HELD = Held()
+TextState = Held | int
+"""The tracker state: :class:`Held` while thinking, or ``ENDED``."""
 
 
 @dataclass
@@ -87,7 +100,7 @@ class TextMarkerParser(ReasoningParser):
     def initial_state(self, prompt_token_ids: Sequence[int] = (),
                       chat_template_kwargs: Mapping[str, Any] | None = None) -> int:
         kw = self._kwargs(chat_template_kwargs)
-        if "include_reasoning" in kw and not _truthy(kw["include_reasoning"]):
+        if reasoning_excluded(kw):
             return ENDED
         if prompt_token_ids:
             data = self.vocabulary.decode_bytes(prompt_token_ids)
@@ -96,9 +109,9 @@ class TextMarkerParser(ReasoningParser):
             last_end = max((data.rfind(m, turn) for m in self._ends), default=-1)
             if last_end >= 0 or last_start >= 0:
                 return ENDED if last_end > last_start else THINKING
-        for key in self.thinking_kwargs:
-            if key in kw and kw[key] is not None:
-                return THINKING if _truthy(kw[key]) else ENDED
+        on = thinking_switch(kw, self.thinking_kwargs)
+        if on is not None:
+            return THINKING if on else ENDED
         return THINKING if self.default_mode == "thinking" else ENDED
 
     def is_reasoning_end(self, prompt_token_ids: Sequence[int],
@@ -141,7 +154,20 @@ class TextMarkerParser(ReasoningParser):
 
     def new_tracker(self, prompt_token_ids: Sequence[int] = (),
                     chat_template_kwargs: Mapping[str, Any] | None = None) -> TextMarkerTracker:
-        return TextMarkerTracker(self, self.initial_state(prompt_token_ids, chat_template_kwargs))
+        state = self.initial_state(prompt_token_ids, chat_template_kwargs)
+        return TextMarkerTracker(self, ENDED if state == ENDED else _NOTHING_HELD)
+
+    def step(self, state: TextState, token_ids: Sequence[int]) -> tuple[TextState, ReasoningEnd | None]:
+        """The tracker's step (:class:`~reasoning.base.Stepper`) from ``Held(tail)`` or ``ENDED``."""
+        if state == ENDED:
+            return ENDED, None
+        sc = self._scan(THINKING, state.tail, token_ids, want_pieces=False)  # type: ignore[union-attr]
+        if sc.end is not None:
+            return ENDED, sc.end
+        return (state if sc.tail == state.tail else Held(sc.tail)), None  # type: ignore[union-attr]
+
+    def keep_thinking_ids(self, state: TextState) -> frozenset[int] | None:
+        return None  # a request starts thinking or ended: its first token never decides
 
     # -- front end -------------------------------------------------------------------------------
     def extract_reasoning(self, text: str, prompt_token_ids: Sequence[int] = (),
@@ -251,30 +277,11 @@ class TextMarkerParser(ReasoningParser):
             pos += stop
 
 
-class TextMarkerTracker(ReasoningTracker):
-    """Engine-core state of one request: the state plus the undecided tail (< the longest marker)."""
+class TextMarkerTracker(StateTracker[TextState]):
+    """Engine-core state of one request: the shared :class:`~reasoning.base.StateTracker` over
+    ``Held(tail)`` (the undecided tail, shorter than the longest marker) or ``ENDED``."""
 
-    __slots__ = ("_parser", "_state", "_tail")
-
-    def __init__(self, parser: TextMarkerParser, state: int) -> None:
-        self._parser = parser
-        self._state = state
-        self._tail = b""
-
-    @property
-    def ended(self) -> bool:
-        return self._state == ENDED
-
-    def scan(self, token_ids: Sequence[int]) -> ReasoningEnd | None:
-        return self._parser._scan(self._state, self._tail, token_ids, want_pieces=False).end
-
-    def advance(self, token_ids: Sequence[int]) -> ReasoningEnd | None:
-        sc = self._parser._scan(self._state, self._tail, token_ids, want_pieces=False)
-        self._state, self._tail = sc.state, sc.tail
-        return sc.end
-
-    def keep_thinking_token_ids(self, after: Sequence[int] = ()) -> frozenset[int] | None:
-        return None  # a request starts thinking or ended: its first token never decides
+    __slots__ = ()
 
 
 class TextMarkerStream(ReasoningStream):

@@ -14,6 +14,7 @@ import torch
 if not torch.cuda.is_available():
     os.environ.setdefault("TRITON_INTERPRET", "1")
 
+from bench.vocabs import byte_level_vocabulary  # noqa: E402
 from thinkgate.reasoning.vocabulary import Vocabulary, load_vocabulary  # noqa: E402
 
 
@@ -44,7 +45,7 @@ def magistral_vocab() -> Vocabulary:
 @pytest.fixture(scope="session")
 def byte_vocab() -> Vocabulary:
     """A tiny byte-level vocabulary with think and tool markers, for fast unit tests."""
-    return Vocabulary.byte_level(
+    return byte_level_vocabulary(
         ["<|im_end|>", "<|im_start|>", "<think>", "</think>", "<tool_call>", "</tool_call>"],
         stop_tokens=["<|im_end|>"],
         extra_tokens=['{"', '":', ' "', '",', "}", "true", "false", "null", "  "],

@@ -11,6 +11,7 @@ import pytest
 import torch
 import xgrammar as xgr
 
+from bench.vocabs import byte_level_vocabulary
 from thinkgate.reasoning import Vocabulary
 from thinkgate.structured_output import Compiler, Constraint, StructuredOutputManager
 from thinkgate.structured_output.compiler import _CompilePool, control_token_bytes, xgrammar_message
@@ -152,7 +153,7 @@ def test_compile_raises_value_error_with_kind(qwen_compiler):
 
 def test_rows_that_allow_everything_cost_nothing():
     """On a vocabulary without padding, a token-level grammar can allow every id: no row then."""
-    v = Vocabulary.byte_level(["<|end|>", "<think>", "</think>"], stop_tokens=["<|end|>"])
+    v = byte_level_vocabulary(["<|end|>", "<think>", "</think>"], stop_tokens=["<|end|>"])
     assert v.logits_width == v.vocab_size
     comp = Compiler(v, num_threads=1)
     try:

@@ -360,6 +360,6 @@ def test_tracker_state_is_bounded(parser, hvocab):
     step = v.encode("a stray <|channel|> opens a header that never closes ")
     for _ in range(500):
         assert tr.advance(step) is None
-        assert len(tr._st.header) <= MAX_HEADER_BYTES
+        assert len(tr._state.header) <= MAX_HEADER_BYTES
     e = tr.advance(v.encode("<|end|><|start|>assistant<|channel|>final<|message|>x"))
     assert e is not None and e.channel == "final"

@@ -403,7 +403,7 @@ def test_bounded_state_on_long_thoughts(qparser, qwen_vocab):
     tr.advance(v.encode("Here is my thought process:"))
     for _ in range(2000):
         assert tr.advance(step) is None
-        assert len(tr._sc.part) <= max(len(m) for m in END_MARKERS) - 1
+        assert len(tr._state.part) <= max(len(m) for m in END_MARKERS) - 1
     assert tr.state == THINKING
     e = tr.advance(v.encode("Here is my response: x"))
     assert e is not None and tr.ended

@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
+from bench.vocabs import byte_level_vocabulary
 from thinkgate.reasoning import get_reasoning_parser, list_reasoning_parsers, load_reasoning_plugin, register_reasoning_parser
 from thinkgate.reasoning.base import ReasoningParser
 from thinkgate.reasoning.markers import TokenMarkerParser
 from thinkgate.reasoning.registry import _BUILTIN_MODULES
-from thinkgate.reasoning.vocabulary import Vocabulary
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -58,7 +58,7 @@ def test_plugin_by_dotted_path(monkeypatch):
     assert "example_think" in list_reasoning_parsers()
     assert get_reasoning_parser("tests.reasoning_plugin_example") is cls  # asking again is fine
     assert load_reasoning_plugin("tests.reasoning_plugin_example") == ["example_think"]  # remembered
-    v = Vocabulary.byte_level(["<end>", "<turn>", "<reasoning>", "</reasoning>", "<call>"])
+    v = byte_level_vocabulary(["<end>", "<turn>", "<reasoning>", "</reasoning>", "<call>"])
     p = cls(v)
     ids = v.encode("<reasoning>hmm</reasoning>ok")
     assert p.extract_content_ids(ids) == v.encode("ok")
@@ -66,7 +66,7 @@ def test_plugin_by_dotted_path(monkeypatch):
     assert p.extract_reasoning("<reasoning>hmm</reasoning>ok") == ("hmm", "ok")
     assert p.split(v.encode("<reasoning>x<call>{}")).content_ids == v.encode("<call>{}")
     with pytest.raises(ValueError, match=r"'example_think'.*'<reasoning>'"):
-        cls(Vocabulary.byte_level(["<end>"]))
+        cls(byte_level_vocabulary(["<end>"]))
 
 
 def test_plugin_that_cannot_be_imported():
@@ -75,13 +75,13 @@ def test_plugin_that_cannot_be_imported():
 
 
 def test_register_errors():
-    with pytest.raises(ValueError, match="at least one name"):
-        register_reasoning_parser()
-    with pytest.raises(ValueError, match="not a ReasoningParser subclass"):
-        register_reasoning_parser("bad_example")(int)  # type: ignore[arg-type]
-
     class Other(TokenMarkerParser):
         pass
+
+    with pytest.raises(ValueError, match="at least one name"):
+        register_reasoning_parser()(Other)  # outside the built-in families, names are required
+    with pytest.raises(ValueError, match="not a ReasoningParser subclass"):
+        register_reasoning_parser("bad_example")(int)  # type: ignore[arg-type]
 
     with pytest.raises(ValueError, match="'qwen3' is already registered"):
         get_reasoning_parser("qwen3")
@@ -91,3 +91,18 @@ def test_register_errors():
 def test_parser_accepts_a_vocabulary_name():
     p = get_reasoning_parser("qwen3")("qwen3_6")
     assert p.reasoning_end_token_ids == {248069}
+
+
+def test_builtin_names_come_from_the_map_only():
+    """A built-in family is decorated without names and gets exactly its module's names from the map."""
+    for name, module in _BUILTIN_MODULES.items():
+        cls = get_reasoning_parser(name)
+        names = [n for n, m in _BUILTIN_MODULES.items() if m == module]
+        assert cls.name == names[0]
+    deco = register_reasoning_parser("qwen3_alias")
+    bad = type("Bad", (TokenMarkerParser,), {"__module__": "thinkgate.reasoning.qwen3"})
+    with pytest.raises(ValueError, match="without names"):
+        deco(bad)
+    unlisted = type("Unlisted", (TokenMarkerParser,), {"__module__": "thinkgate.reasoning.no_such_module"})
+    with pytest.raises(ValueError, match="not in _BUILTIN_MODULES"):
+        register_reasoning_parser()(unlisted)

@@ -136,7 +136,7 @@ def test_end_marker_inside_a_token_and_tail_is_bounded():
     tr = p.new_tracker()
     for t in v.encode("long reasoning " * 200 + "</thi"):
         tr.advance([t])
-        assert len(tr._tail) < len("</think>")
+        assert len(tr._state.tail) < len("</think>")
     assert not tr.ended and tr.advance(v.encode("nk>ok")) is not None and tr.ended
 
 
