@@ -1,11 +1,6 @@
-"""A vocabulary with each tool format's markers, for tests and benchmarks (no model hub).
+"""Vocabularies for tests and benchmarks only (no model hub; ``bench/`` is not installed).
 
-Real offline vocabularies where one has the family's markers: Qwen3.6 (``hermes``, ``qwen3_coder``),
-DeepSeek V4 (``deepseek_v3``, ``deepseek_v31``, ``deepseek_v32``, ``deepseek_v4``), Magistral's tekken
-(``mistral``). No offline vocabulary has the markers of Kimi K2, GLM-4.7, MiniMax M2, Gemma 4, gpt-oss
-(harmony) or Llama 3: for those, :func:`synthetic_vocabulary` is the Qwen3.6 table plus that family's
-special tokens appended as control tokens (its name says ``synthetic``). Token ids of the appended
-markers are therefore not the real model's; the grammar and the readers only ever see them as tokens.
+One section per kind of vocabulary, each with its own header.
 """
 
 from __future__ import annotations
@@ -16,6 +11,17 @@ import threading
 from thinkgate.reasoning.vocabulary import Vocabulary, load_vocabulary
 
 __all__ = ["SYNTHETIC_FAMILIES", "synthetic_vocabulary", "format_vocabulary", "FORMAT_VOCABULARY"]
+
+
+# --------------------------------------------------------------------------------------------------
+# tool-format vocabularies: a vocabulary with each tool format's markers as control tokens
+#
+# Real offline vocabularies where one has the family's markers: Qwen3.6 (`hermes`, `qwen3_coder`),
+# DeepSeek V4 (`deepseek_v3`, `deepseek_v31`, `deepseek_v32`, `deepseek_v4`), Magistral's tekken
+# (`mistral`). No offline vocabulary has the markers of Kimi K2, GLM-4.7, MiniMax M2, Gemma 4, gpt-oss
+# (harmony) or Llama 3: for those, `synthetic_vocabulary` is the Qwen3.6 table plus that family's
+# special tokens appended as control tokens (its name says `synthetic`). Token ids of the appended
+# markers are therefore not the real model's; the grammar and the readers only ever see them as tokens.
 
 SYNTHETIC_FAMILIES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     # family: (special tokens, stop tokens)
@@ -42,19 +48,19 @@ FORMAT_VOCABULARY: dict[str, str] = {
 }
 """Format -> the vocabulary its tests and benchmarks use (a real name or a synthetic family)."""
 
-_CACHE: dict[str, Vocabulary] = {}
-_LOCK = threading.Lock()
+_SYNTHETIC_CACHE: dict[str, Vocabulary] = {}
+_SYNTHETIC_LOCK = threading.Lock()
 
 
 def synthetic_vocabulary(family: str) -> Vocabulary:
     """The Qwen3.6 table plus ``family``'s special tokens (cached). ``ValueError`` for an unknown family."""
     if family not in SYNTHETIC_FAMILIES:
         raise ValueError(f"unknown synthetic family {family!r}; known: {', '.join(SYNTHETIC_FAMILIES)}")
-    with _LOCK:
-        v = _CACHE.get(family)
+    with _SYNTHETIC_LOCK:
+        v = _SYNTHETIC_CACHE.get(family)
         if v is None:
-            v = _build(family, *SYNTHETIC_FAMILIES[family])
-            _CACHE[family] = v
+            v = _build_synthetic(family, *SYNTHETIC_FAMILIES[family])
+            _SYNTHETIC_CACHE[family] = v
         return v
 
 
@@ -66,7 +72,7 @@ def format_vocabulary(format_name: str) -> Vocabulary:
     return synthetic_vocabulary(name) if name in SYNTHETIC_FAMILIES else load_vocabulary(name)  # type: ignore[arg-type]
 
 
-def _build(family: str, specials: tuple[str, ...], stops: tuple[str, ...]) -> Vocabulary:
+def _build_synthetic(family: str, specials: tuple[str, ...], stops: tuple[str, ...]) -> Vocabulary:
     base = load_vocabulary("qwen3_6")
     token_bytes = list(base.token_bytes)
     special_map = dict(base.special_tokens)
