@@ -41,7 +41,7 @@ from ..constraints import Constraint
 from .args import ArgsSyntax, GemmaArgs, JsonArgs, NoMatch, XmlArgs
 from .request import ToolRequest, ToolSpec, tool_calls_json_schema
 from .results import ToolCall, ToolCallsResult
-from .syntax import Fmt, Literal, any_tokens, const, opt, or_, regex, seq, star, structural_tag, tag
+from .syntax import Fmt, LiteralText, any_tokens, const, opt, or_, regex, seq, star, structural_tag, tag
 
 __all__ = ["ToolFormat", "CallFormat", "HarmonyFormat", "JsonCallsFormat", "register_tool_format",
            "get_tool_format", "list_tool_formats", "DEFAULT_MAX_WHITESPACE"]
@@ -93,11 +93,11 @@ class ToolFormat(ABC):
         """The content and calls of ``text`` (the output after the thinking)."""
 
     # -- shared helpers
-    def _lit(self, vocabulary: Vocabulary | None) -> Literal:
+    def _lit(self, vocabulary: Vocabulary | None) -> LiteralText:
         if vocabulary is None:
-            return Literal(self.markers)
+            return LiteralText(self.markers)
         # a marker that is ordinary text in this vocabulary is matched as text
-        return Literal([m for m in self.markers if m in vocabulary.special_tokens])
+        return LiteralText([m for m in self.markers if m in vocabulary.special_tokens])
 
     def _free_text_excludes(self, vocabulary: Vocabulary | None, keep: Iterable[str]) -> list[str]:
         keep = set(keep)
@@ -136,7 +136,7 @@ class CallFormat(ToolFormat):
         if "{name}" not in self.call_begin:
             raise ValueError(f"format {self.name!r}: call_begin has no {{name}}")
         block = self.section[0] if self.section else self.call_begin
-        parts = Literal(self.markers).split(block)
+        parts = LiteralText(self.markers).split(block)
         first_marker = next(((i, p) for i, (m, p) in enumerate(parts) if m), None)
         if first_marker is not None and self.text_trigger is None:
             i, marker = first_marker
@@ -149,7 +149,7 @@ class CallFormat(ToolFormat):
             self._trigger, self._trigger_is_token, self._lead_text = trig, False, ""
 
     # -- constraint ------------------------------------------------------------------------------
-    def _call(self, t: ToolSpec, lit: Literal, ws: int | None) -> Fmt:
+    def _call(self, t: ToolSpec, lit: LiteralText, ws: int | None) -> Fmt:
         pre, post = self.call_begin.split("{name}")
         parts: list[Fmt] = [lit(pre), const(t.name)]
         if "{index}" in post:
@@ -171,19 +171,19 @@ class CallFormat(ToolFormat):
         end: str | Fmt = "" if last is None else (last if last["type"] == "token" else last["value"])
         return begin, els, end
 
-    def _call_tag(self, t: ToolSpec, lit: Literal, ws: int | None) -> Fmt:
+    def _call_tag(self, t: ToolSpec, lit: LiteralText, ws: int | None) -> Fmt:
         call = self._call(t, lit, ws)
         begin, middle, end = self._ends(call["elements"] if call["type"] == "sequence" else [call])
         return tag(begin, seq(*middle), end)
 
-    def _calls(self, tools: Sequence[ToolSpec], lit: Literal, ws: int | None, one: bool) -> Fmt:
+    def _calls(self, tools: Sequence[ToolSpec], lit: LiteralText, ws: int | None, one: bool) -> Fmt:
         tags = [self._call_tag(t, lit, ws) for t in tools]
         if one:
             return or_(*tags)
         return {"type": "tags_with_separator", "tags": tags, "separator": self.call_sep, "at_least_one": True,
                 "stop_after_first": False}
 
-    def _section(self, inner: Fmt, lit: Literal, *, optional_lead: bool = False) -> Fmt:
+    def _section(self, inner: Fmt, lit: LiteralText, *, optional_lead: bool = False) -> Fmt:
         assert self.section is not None
         begin = lit(self.section[0])
         if optional_lead and self._lead_text:
@@ -206,7 +206,7 @@ class CallFormat(ToolFormat):
         excludes = self._free_text_excludes(vocabulary, keep=[self._trigger])
         if request.mode == "none" or not tools:
             if self._trigger_is_token:
-                return structural_tag(any_tokens([lit.ref(self._trigger)] + [lit.ref(m) for m in excludes]))
+                return structural_tag(any_tokens([self._trigger, *excludes]))
             return structural_tag({"type": "any_text", "excludes": [self._trigger]})
         one = not request.parallel
         if self.section is None:
@@ -216,16 +216,15 @@ class CallFormat(ToolFormat):
             # the section starts with the trigger (DSML: after a "<" of free text) and holds the calls
             sec = self._section(self._calls(tools, lit, ws, one=one), lit)
             els = sec["elements"]
-            ref = lit.ref(self._trigger)
-            i = next(k for k, e in enumerate(els) if e["type"] == "token" and e["token"] == ref)
+            i = next(k for k, e in enumerate(els) if e["type"] == "token" and e["token"] == self._trigger)
             _, middle, end = self._ends(els[i:])
             tags = [tag(els[i], seq(*middle), end)]
         if self._trigger_is_token:
             return structural_tag({
                 "type": "token_triggered_tags",
-                "trigger_tokens": [lit.ref(self._trigger)],
+                "trigger_tokens": [self._trigger],
                 "tags": tags,
-                "exclude_tokens": [lit.ref(m) for m in excludes],
+                "exclude_tokens": excludes,
                 "at_least_one": False,
                 "stop_after_first": one,
             })
@@ -348,7 +347,7 @@ class HarmonyFormat(ToolFormat):
     def structural_tag(self, request: ToolRequest, *, vocabulary: Vocabulary | None = None,
                        max_whitespace: int | None = DEFAULT_MAX_WHITESPACE) -> dict[str, Any] | None:
         lit = self._lit(vocabulary)
-        body_ex = [lit.ref(m) for m in self._free_text_excludes(vocabulary, keep=())]
+        body_ex = self._free_text_excludes(vocabulary, keep=())
         text = any_tokens(body_ex)
         # messages that may come before the call or the final answer: analysis, and commentary
         # preambles (commentary without a recipient, shown to the user)
