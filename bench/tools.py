@@ -13,7 +13,7 @@ past its 56 tools, renamed copies), a ``required`` request:
 - ``fill_us``: median time of one mask fill while the first tool's call is written (one request,
   one row: the per-step cost the constraint adds), ``fill_max_us`` its maximum.
 
-Each format uses its family vocabulary (``structured_output.tools.vocabs``: real where an offline
+Each format uses its family vocabulary (``bench/vocabs.py``: real where an offline
 vocabulary has the markers, else the Qwen3.6 table plus the family's markers). Results are appended
 to ``bench-results/tools.jsonl``.
 """
@@ -72,7 +72,7 @@ def main(args: argparse.Namespace) -> int:
     from bench.harness import print_table, progress, write_rows
     from thinkgate.structured_output.compiler import Compiler
     from thinkgate.structured_output.tools import build_tool_constraint, list_tool_formats
-    from thinkgate.structured_output.tools.vocabs import FORMAT_VOCABULARY, format_vocabulary
+    from bench.vocabs import FORMAT_VOCABULARY, format_vocabulary
 
     names = [f for f in list_tool_formats() if f in FORMAT_VOCABULARY and f != "json"]
     if args.formats != "all":

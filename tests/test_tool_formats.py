@@ -27,10 +27,10 @@ from typing import Any
 import jsonschema
 import pytest
 
+from bench.vocabs import FORMAT_VOCABULARY, SYNTHETIC_FAMILIES, synthetic_vocabulary
 from thinkgate.reasoning.vocabulary import Vocabulary, load_vocabulary
 from thinkgate.structured_output import StructuredOutputManager
 from thinkgate.structured_output.tools import build_tool_constraint, get_tool_reader
-from thinkgate.structured_output.tools.vocabs import FORMAT_VOCABULARY, SYNTHETIC_FAMILIES, synthetic_vocabulary
 
 CORPUS = json.loads((Path(__file__).parent / "data" / "tools" / "corpus.json").read_text(encoding="utf-8"))
 TOOLS: list[dict[str, Any]] = [e["tool"] for e in CORPUS["tools"]]

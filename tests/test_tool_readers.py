@@ -16,9 +16,9 @@ import xgrammar as xgr
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from bench.vocabs import format_vocabulary
 from thinkgate.structured_output.compiler import Compiler
 from thinkgate.structured_output.tools import build_tool_constraint, get_tool_reader
-from thinkgate.structured_output.tools.vocabs import format_vocabulary
 
 NOTE = {"type": "function", "function": {"name": "note", "parameters": {
     "type": "object", "properties": {"text": {"type": "string"}, "n": {"type": "integer"}}, "required": ["text"]}}}

@@ -10,7 +10,8 @@
 Formats (``list_tool_formats()``): hermes (qwen3), qwen3_coder (qwen3_xml), llama3_json, mistral,
 deepseek_v3, deepseek_v31, deepseek_v32, deepseek_v4, kimi_k2, glm47, minimax_m2, gemma4, openai
 (harmony), json (no model syntax: a JSON array of calls). Each is one declarative definition from which
-both its constraint and its reader are built (``formats.py``).
+both its constraint and its reader are built: the table is ``formats.py``, the machinery that builds
+them ``engine.py``; harmony (``harmony.py``) and json (``json_calls.py``) are classes of their own.
 """
 
 from __future__ import annotations
@@ -21,8 +22,10 @@ from typing import Any
 from thinkgate.reasoning.vocabulary import Vocabulary
 
 from ..constraints import Constraint
-from .formats import (DEFAULT_MAX_WHITESPACE, CallFormat, HarmonyFormat, JsonCallsFormat, ToolFormat,
-                      get_tool_format, list_tool_formats, register_tool_format)
+from .engine import DEFAULT_TOOL_MAX_WHITESPACE, CallFormat, ToolFormat
+from .formats import get_tool_format, list_tool_formats, register_tool_format
+from .harmony import HarmonyFormat
+from .json_calls import JsonCallsFormat
 from .request import (STRICTNESS_LEVELS, Strictness, ToolChoiceMode, ToolRequest, ToolSpec,
                       normalize_tool_request, tool_calls_json_schema)
 from .results import ToolCall, ToolCallsResult
@@ -31,7 +34,7 @@ __all__ = [
     "build_tool_constraint", "get_tool_reader", "ToolReader", "list_tool_formats", "get_tool_format",
     "register_tool_format", "normalize_tool_request", "tool_calls_json_schema",
     "ToolRequest", "ToolSpec", "ToolCall", "ToolCallsResult", "ToolFormat", "CallFormat", "HarmonyFormat",
-    "JsonCallsFormat", "Strictness", "ToolChoiceMode", "STRICTNESS_LEVELS", "DEFAULT_MAX_WHITESPACE",
+    "JsonCallsFormat", "Strictness", "ToolChoiceMode", "STRICTNESS_LEVELS", "DEFAULT_TOOL_MAX_WHITESPACE",
 ]
 
 
@@ -43,7 +46,7 @@ def build_tool_constraint(
     parallel_tool_calls: bool = True,
     strictness: Strictness = "auto",
     vocabulary: Vocabulary | None = None,
-    max_whitespace: int | None = DEFAULT_MAX_WHITESPACE,
+    max_whitespace: int | None = DEFAULT_TOOL_MAX_WHITESPACE,
 ) -> Constraint | None:
     """The constraint for an OpenAI-shaped tool request in ``format``'s call syntax, or None when the
     request asks for none (``auto`` / ``none`` without a strict tool or a strictness that asks).
@@ -93,3 +96,4 @@ def get_tool_reader(format: str, tools: Sequence[Mapping[str, Any]] | None,
                     strictness: Strictness = "auto") -> ToolReader:
     """A :class:`ToolReader` for ``format`` and this request (same arguments as the constraint)."""
     return ToolReader(format, tools, tool_choice, parallel_tool_calls=parallel_tool_calls, strictness=strictness)
+

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .request import ToolSpec
-from .syntax import Fmt, Literal, const, json_fmt, no_substring_regex, opt, or_, regex, seq, star
+from .syntax import Fmt, LiteralText, const, json_fmt, no_substring_regex, opt, or_, regex, seq, star
 
 __all__ = ["ArgsSyntax", "JsonArgs", "XmlArgs", "GemmaArgs", "NoMatch", "resolve_ref", "is_raw_string"]
 
@@ -87,7 +87,7 @@ class ArgsSyntax:
     """Base class: ``build(tool, lit, max_whitespace)`` -> format, ``read(text, pos, tool)`` ->
     (arguments JSON text, end position) or :class:`NoMatch`."""
 
-    def build(self, tool: ToolSpec, lit: Literal, max_whitespace: int | None) -> Fmt:
+    def build(self, tool: ToolSpec, lit: LiteralText, max_whitespace: int | None) -> Fmt:
         raise NotImplementedError
 
     def read(self, text: str, pos: int, tool: ToolSpec) -> tuple[str, int]:
@@ -98,7 +98,7 @@ class ArgsSyntax:
 class JsonArgs(ArgsSyntax):
     """The arguments are one JSON object; the reader returns it as written."""
 
-    def build(self, tool: ToolSpec, lit: Literal, max_whitespace: int | None) -> Fmt:
+    def build(self, tool: ToolSpec, lit: LiteralText, max_whitespace: int | None) -> Fmt:
         return json_fmt(tool.schema, max_whitespace=max_whitespace)
 
     def read(self, text: str, pos: int, tool: ToolSpec) -> tuple[str, int]:
@@ -155,7 +155,7 @@ class XmlArgs(ArgsSyntax):
                 return regex(sub["pattern"])
         return regex(no_substring_regex(self.close))
 
-    def _param(self, key: str, sub: Any, defs: Mapping[str, Any], lit: Literal, ws: int | None) -> Fmt:
+    def _param(self, key: str, sub: Any, defs: Mapping[str, Any], lit: LiteralText, ws: int | None) -> Fmt:
         raw = is_raw_string(sub, defs)
         if raw:
             value = self._raw_value(resolve_ref(sub, defs))
@@ -163,7 +163,7 @@ class XmlArgs(ArgsSyntax):
             value = json_fmt(_with_defs(sub, defs), max_whitespace=ws, excludes=[self._json_exclude])
         return seq(lit(self._begin(key, raw)), value, lit(self.param_end))
 
-    def _any_param(self, lit: Literal, ws: int | None) -> Fmt:
+    def _any_param(self, lit: LiteralText, ws: int | None) -> Fmt:
         pre, post = self.param_begin.split("{key}")
         raw = seq(lit(pre), regex(self.key_pattern), lit(post.replace("{string}", "true")),
                   regex(no_substring_regex(self.close)), lit(self.param_end))
@@ -178,7 +178,7 @@ class XmlArgs(ArgsSyntax):
             raise ValueError(f"tool {tool.name!r}: parameter name {key!r} cannot be written in this format "
                              f"(must match {self.key_pattern})")
 
-    def build(self, tool: ToolSpec, lit: Literal, max_whitespace: int | None) -> Fmt:
+    def build(self, tool: ToolSpec, lit: LiteralText, max_whitespace: int | None) -> Fmt:
         if not tool.enforce:
             return star(self._any_param(lit, max_whitespace))
         schema = tool.parameters
@@ -258,14 +258,14 @@ class GemmaArgs(ArgsSyntax):
     quote: str = '<|"|>'
     any_depth: int = 3
 
-    def _string(self, lit: Literal, sub: Mapping[str, Any] | None = None) -> Fmt:
+    def _string(self, lit: LiteralText, sub: Mapping[str, Any] | None = None) -> Fmt:
         if sub is not None and isinstance(sub.get("pattern"), str):
             body = regex(sub["pattern"])
         else:
             body = regex(no_substring_regex(self.quote))
         return seq(lit(self.quote), body, lit(self.quote))
 
-    def _literal(self, v: Any, lit: Literal) -> Fmt:
+    def _literal(self, v: Any, lit: LiteralText) -> Fmt:
         if isinstance(v, str):
             if self.quote in v:
                 raise ValueError(f"enum value {v!r} contains the string delimiter")
@@ -277,7 +277,7 @@ class GemmaArgs(ArgsSyntax):
             return seq(const("["), *_join_fmts([self._literal(x, lit) for x in v]), const("]"))
         return const(json.dumps(v))
 
-    def _any(self, lit: Literal, depth: int) -> Fmt:
+    def _any(self, lit: LiteralText, depth: int) -> Fmt:
         scalars = [self._string(lit), json_fmt({"type": ["number", "boolean", "null"]}, max_whitespace=None)]
         if depth <= 0:
             return or_(*scalars)
@@ -287,7 +287,7 @@ class GemmaArgs(ArgsSyntax):
         obj = seq(const("{"), opt(seq(member, star(seq(const(","), member)))), const("}"))
         return or_(*scalars, arr, obj)
 
-    def _value(self, schema: Any, defs: Mapping[str, Any], lit: Literal, tool: ToolSpec, depth: int = 0) -> Fmt:
+    def _value(self, schema: Any, defs: Mapping[str, Any], lit: LiteralText, tool: ToolSpec, depth: int = 0) -> Fmt:
         s = resolve_ref(schema, defs)
         if s is True or s == {} or not isinstance(s, Mapping):
             return self._any(lit, self.any_depth)
@@ -320,7 +320,7 @@ class GemmaArgs(ArgsSyntax):
             return json_fmt(s, max_whitespace=None)
         return self._any(lit, self.any_depth)
 
-    def _object(self, s: Mapping[str, Any], defs: Mapping[str, Any], lit: Literal, tool: ToolSpec, depth: int) -> Fmt:
+    def _object(self, s: Mapping[str, Any], defs: Mapping[str, Any], lit: LiteralText, tool: ToolSpec, depth: int) -> Fmt:
         props: Mapping[str, Any] = s.get("properties") or {}
         required = set(s.get("required") or ())
         if not props:
@@ -344,7 +344,7 @@ class GemmaArgs(ArgsSyntax):
             alts.append(const(""))
         return seq(const("{"), or_(*alts), const("}"))
 
-    def build(self, tool: ToolSpec, lit: Literal, max_whitespace: int | None) -> Fmt:
+    def build(self, tool: ToolSpec, lit: LiteralText, max_whitespace: int | None) -> Fmt:
         return self._value(tool.schema, _defs_of(tool.schema), lit, tool)
 
     # -- reader

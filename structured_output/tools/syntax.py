@@ -2,9 +2,9 @@
 
 Markers (the family's control tokens: ``<tool_call>``, ``｜DSML｜``, ``[TOOL_CALLS]`` ...) are matched as
 *tokens*, never as text: the compiler gives control tokens no text, so a text rule can never produce
-them, and a marker spelled out of ordinary sub-tokens is not a marker. :class:`Literal` splits a literal
-of the call syntax into const strings and token formats. A token is named by its string (the manager
-resolves it against the vocabulary) or by its id when a vocabulary was given here.
+them, and a marker spelled out of ordinary sub-tokens is not a marker. :class:`LiteralText` splits a
+literal of the call syntax into const strings and token formats. A token is named by its string (the
+manager resolves it against the vocabulary).
 
 :func:`no_substring_regex` is the rule for a raw XML string value: any text (control tokens excluded by
 construction: the rule is made of character classes) that does not contain the value's closing tag,
@@ -19,7 +19,7 @@ from typing import Any
 Fmt = dict[str, Any]
 
 __all__ = ["Fmt", "const", "token", "seq", "or_", "opt", "star", "tag", "regex", "json_fmt",
-           "any_tokens", "Literal", "no_substring_regex", "structural_tag"]
+           "any_tokens", "LiteralText", "no_substring_regex", "structural_tag"]
 
 
 def const(s: str) -> Fmt:
@@ -88,22 +88,14 @@ def structural_tag(fmt: Fmt) -> dict[str, Any]:
     return {"type": "structural_tag", "format": fmt}
 
 
-class Literal:
+class LiteralText:
     """Splits literal call syntax into const strings and marker tokens.
 
-    ``markers`` are the strings matched as single tokens; ``ids`` maps them to token ids when a
-    vocabulary is known (then ids are emitted), else their strings are emitted for the manager to
-    resolve."""
+    ``markers`` are the strings matched as single tokens; a token format names a marker by its
+    string, which the manager resolves against the vocabulary."""
 
-    def __init__(self, markers: Iterable[str], ids: Mapping[str, int] | None = None) -> None:
+    def __init__(self, markers: Iterable[str]) -> None:
         self.markers = tuple(sorted({m for m in markers if m}, key=len, reverse=True))
-        self.ids = dict(ids or {})
-
-    def tok(self, marker: str) -> Fmt:
-        return token(self.ids.get(marker, marker))
-
-    def ref(self, marker: str) -> str | int:
-        return self.ids.get(marker, marker)
 
     def split(self, text: str) -> list[tuple[bool, str]]:
         """[(is_marker, piece), ...] covering ``text``."""
@@ -125,11 +117,7 @@ class Literal:
         return out
 
     def __call__(self, text: str) -> Fmt:
-        return seq(*[self.tok(p) if is_m else const(p) for is_m, p in self.split(text)])
-
-    def first_marker(self, text: str) -> str | None:
-        parts = self.split(text)
-        return parts[0][1] if parts and parts[0][0] else None
+        return seq(*[token(p) if is_m else const(p) for is_m, p in self.split(text)])
 
 
 # --------------------------------------------------------------------------------------------------
@@ -153,9 +141,9 @@ def no_substring_regex(forbidden: str) -> str:
         [^a]* ( a Y )*     Y = ( [^s1 a][^a]* | s1 ( [^s2 a][^a]* | s2 ( ... ( [^s(n-1) a][^a]* )? ... )? )? )?
 
     Character classes only, so control tokens (whose text is private bytes, never UTF-8) never
-    match. This form keeps xgrammar's token masks precomputable: a mask fill inside such a value
-    takes ~0.1 ms, where the textbook automaton form (``(B* C)*`` loops) takes ~100 ms per fill on a
-    250k vocabulary."""
+    match. This form keeps xgrammar's token masks precomputable, so a mask fill inside such a value
+    reads precomputed masks; the textbook automaton form (``(B* C)*`` loops) defeats that
+    precomputation, and every fill then walks the whole vocabulary."""
     s = forbidden
     if not s:
         raise ValueError("no_substring_regex: the forbidden string is empty")

@@ -1,0 +1,310 @@
+"""The format engine: one declarative spec per format builds both its constraint and its reader.
+
+A :class:`CallFormat` is defined by literals of the model's own call syntax::
+
+    section      optional (begin, end) around all calls of a turn  (DeepSeek, Kimi, MiniMax, DSML)
+    call_begin   with {name} (and {index} for Kimi)                 '<tool_call>\\n{"name": "{name}", "arguments": '
+    args         JsonArgs() | XmlArgs(...) | GemmaArgs()
+    call_end                                                         '}\\n</tool_call>'
+    call_sep     between two calls                                   '\\n'
+
+and by its ``markers``: the family's control tokens, matched as tokens. From that one definition:
+
+- the constraint (a structural tag over the text *after the thinking*):
+  ``required``: optional whitespace, then the calls (one section holding ``call (sep call)*``, or
+  ``call (sep call)*``); nothing before them, nothing after; one call when parallel calls are off;
+  ``named``: the same with exactly one call of that tool;
+  ``auto`` (when strictness asks for a constraint): free text in which the first marker of the syntax
+  (the trigger) can only start a valid call block; one block of one call when parallel calls are off;
+  ``none`` (when strictness asks): free text in which the trigger cannot occur.
+  Free text never contains the family's other control tokens (with a vocabulary: any control token but
+  the stop tokens);
+- the reader: the calls where the syntax matches exactly, content = the rest (stripped).
+
+Formats whose call syntax does not fit (harmony's messages, ``harmony.py``; a format without any
+syntax, whose calls are a JSON array, ``json_calls.py``) are their own :class:`ToolFormat` classes
+with the same two methods. The table of formats is ``formats.py``.
+"""
+
+from __future__ import annotations
+
+import re
+from abc import ABC, abstractmethod
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from thinkgate.reasoning.vocabulary import Vocabulary
+
+from ..constraints import Constraint
+from .args import ArgsSyntax, NoMatch, XmlArgs
+from .request import ToolRequest, ToolSpec
+from .results import ToolCall, ToolCallsResult
+from .syntax import Fmt, LiteralText, any_tokens, const, opt, or_, regex, seq, structural_tag, tag
+
+__all__ = ["ToolFormat", "CallFormat", "DEFAULT_TOOL_MAX_WHITESPACE", "LEAD_WHITESPACE", "join_content"]
+
+DEFAULT_TOOL_MAX_WHITESPACE = 4
+"""Default cap on consecutive whitespace inside a tool call's JSON arguments, so a model cannot spin on
+spaces. Its own knob, tighter than :data:`thinkgate.structured_output.constraints.DEFAULT_MAX_WHITESPACE`
+(the bound for a JSON response, which leaves room for deep pretty-printing)."""
+
+LEAD_WHITESPACE = r"[ \t\r\n]{0,4}"
+"""What may precede forced calls (models write ``\\n\\n`` after their thinking)."""
+
+
+class ToolFormat(ABC):
+    """A model family's tool-call format: a constraint builder and a reader from one definition."""
+
+    name: str
+    aliases: tuple[str, ...]
+    description: str
+    markers: tuple[str, ...]
+    supports_builtin_tools: bool = False
+    covers_reasoning: bool = False
+    """The constraint spells the whole output, the thinking included (the manager then applies it
+    from the first token)."""
+
+    def constraint(self, request: ToolRequest, *, vocabulary: Vocabulary | None = None,
+                   max_whitespace: int | None = DEFAULT_TOOL_MAX_WHITESPACE) -> Constraint | None:
+        """The constraint of ``request`` in this format, or None when the request asks for none."""
+        if not request.constrained:
+            return None
+        self._check_builtin(request)
+        tag_dict = self.structural_tag(request, vocabulary=vocabulary, max_whitespace=max_whitespace)
+        if tag_dict is None:
+            return None
+        # the builder is deterministic and Constraint keeps key order (the order of "properties" is
+        # the order the arguments must be written in), so equal requests give equal cache keys
+        return Constraint.structural_tag(tag_dict, covers_reasoning=self.covers_reasoning)
+
+    def _check_builtin(self, request: ToolRequest) -> None:
+        if not self.supports_builtin_tools and request.mode == "named" and request.tools[0].builtin:
+            raise ValueError(f"tool format {self.name!r} has no syntax for builtin tools; "
+                             f"tool_choice forces builtin tool {request.tools[0].name!r}")
+
+    @abstractmethod
+    def structural_tag(self, request: ToolRequest, *, vocabulary: Vocabulary | None = None,
+                       max_whitespace: int | None = DEFAULT_TOOL_MAX_WHITESPACE) -> dict[str, Any] | None:
+        """The structural tag (a dict in xgrammar's format) of a constrained request."""
+
+    @abstractmethod
+    def read(self, text: str, request: ToolRequest) -> ToolCallsResult:
+        """The content and calls of ``text`` (the output after the thinking)."""
+
+    # -- shared helpers
+    def _lit(self, vocabulary: Vocabulary | None) -> LiteralText:
+        if vocabulary is None:
+            return LiteralText(self.markers)
+        # a marker that is ordinary text in this vocabulary is matched as text
+        return LiteralText([m for m in self.markers if m in vocabulary.special_tokens])
+
+    def _free_text_excludes(self, vocabulary: Vocabulary | None, keep: Iterable[str]) -> list[str]:
+        keep = set(keep)
+        if vocabulary is None:
+            return [m for m in self.markers if m not in keep]
+        stops = vocabulary.stop_token_ids
+        return sorted(t for t, i in vocabulary.special_tokens.items() if i not in stops and t not in keep)
+
+
+def join_content(parts: Sequence[str]) -> str | None:
+    """The reader's content: the pieces joined and stripped, None when nothing is left."""
+    text = "".join(parts).strip()
+    return text or None
+
+
+@dataclass(eq=False)
+class CallFormat(ToolFormat):
+    """A format defined by literals (see the module docstring)."""
+
+    name: str
+    call_begin: str
+    call_end: str
+    args: ArgsSyntax
+    markers: tuple[str, ...] = ()
+    section: tuple[str, str] | None = None
+    call_sep: str = ""
+    aliases: tuple[str, ...] = ()
+    description: str = ""
+    index_pattern: str = "[0-9]{1,4}"
+    text_trigger: str | None = None
+    """For a syntax without markers (llama3 JSON): the text that starts a call in free text."""
+    _trigger: str = field(init=False, default="")
+    _trigger_is_token: bool = field(init=False, default=True)
+    _lead_text: str = field(init=False, default="")
+
+    def __post_init__(self) -> None:
+        if "{name}" not in self.call_begin:
+            raise ValueError(f"format {self.name!r}: call_begin has no {{name}}")
+        block = self.section[0] if self.section else self.call_begin
+        parts = LiteralText(self.markers).split(block)
+        first_marker = next(((i, p) for i, (m, p) in enumerate(parts) if m), None)
+        if first_marker is not None and self.text_trigger is None:
+            i, marker = first_marker
+            self._trigger, self._trigger_is_token = marker, True
+            self._lead_text = "".join(p for _, p in parts[:i])
+        else:
+            trig = self.text_trigger or block.split("{name}")[0]
+            if not trig:
+                raise ValueError(f"format {self.name!r}: no trigger")
+            self._trigger, self._trigger_is_token, self._lead_text = trig, False, ""
+
+    # -- constraint ------------------------------------------------------------------------------
+    def _call(self, t: ToolSpec, lit: LiteralText, ws: int | None) -> Fmt:
+        pre, post = self.call_begin.split("{name}")
+        parts: list[Fmt] = [lit(pre), const(t.name)]
+        if "{index}" in post:
+            a, b = post.split("{index}")
+            parts += [lit(a), regex(self.index_pattern), lit(b)]
+        else:
+            parts.append(lit(post))
+        parts += [self.args.build(t, lit, ws), lit(self.call_end)]
+        return seq(*parts)
+
+    @staticmethod
+    def _ends(elements: list[Fmt]) -> tuple[str | Fmt, list[Fmt], str | Fmt]:
+        """Split a sequence into (begin, middle, end) as a TagFormat takes them: a leading token or
+        const string, a trailing token or const string (else "")."""
+        els = list(elements)
+        first = els.pop(0) if els and els[0]["type"] in ("token", "const_string") else None
+        last = els.pop() if els and els[-1]["type"] in ("token", "const_string") else None
+        begin: str | Fmt = "" if first is None else (first if first["type"] == "token" else first["value"])
+        end: str | Fmt = "" if last is None else (last if last["type"] == "token" else last["value"])
+        return begin, els, end
+
+    def _call_tag(self, t: ToolSpec, lit: LiteralText, ws: int | None) -> Fmt:
+        call = self._call(t, lit, ws)
+        begin, middle, end = self._ends(call["elements"] if call["type"] == "sequence" else [call])
+        return tag(begin, seq(*middle), end)
+
+    def _calls(self, tools: Sequence[ToolSpec], lit: LiteralText, ws: int | None, one: bool) -> Fmt:
+        tags = [self._call_tag(t, lit, ws) for t in tools]
+        if one:
+            return or_(*tags)
+        return {"type": "tags_with_separator", "tags": tags, "separator": self.call_sep, "at_least_one": True,
+                "stop_after_first": False}
+
+    def _section(self, inner: Fmt, lit: LiteralText, *, optional_lead: bool = False) -> Fmt:
+        assert self.section is not None
+        begin = lit(self.section[0])
+        if optional_lead and self._lead_text:
+            # DSML: the "<" before the first ｜DSML｜ may sit in the thinking, whose end is that token
+            begin = seq(opt(lit(self._lead_text)), lit(self.section[0][len(self._lead_text):]))
+        return seq(begin, inner, lit(self.section[1]))
+
+    def structural_tag(self, request: ToolRequest, *, vocabulary: Vocabulary | None = None,
+                       max_whitespace: int | None = DEFAULT_TOOL_MAX_WHITESPACE) -> dict[str, Any] | None:
+        lit = self._lit(vocabulary)
+        if self._trigger_is_token and self._trigger not in lit.markers:
+            raise ValueError(f"tool format {self.name!r}: the vocabulary {getattr(vocabulary, 'name', None)!r} "
+                             f"has no control token {self._trigger!r}")
+        tools = request.function_tools
+        ws = max_whitespace
+        if request.mode in ("required", "named"):
+            calls = self._calls(tools, lit, ws, one=request.max_calls == 1)
+            block = self._section(calls, lit, optional_lead=True) if self.section else calls
+            return structural_tag(seq(regex(LEAD_WHITESPACE), block))
+        excludes = self._free_text_excludes(vocabulary, keep=[self._trigger])
+        if request.mode == "none" or not tools:
+            if self._trigger_is_token:
+                return structural_tag(any_tokens([self._trigger, *excludes]))
+            return structural_tag({"type": "any_text", "excludes": [self._trigger]})
+        one = not request.parallel
+        if self.section is None:
+            # every call starts with the trigger: the calls are the triggered tags
+            tags = [self._call_tag(t, lit, ws) for t in tools]
+        else:
+            # the section starts with the trigger (DSML: after a "<" of free text) and holds the calls
+            sec = self._section(self._calls(tools, lit, ws, one=one), lit)
+            els = sec["elements"]
+            i = next(k for k, e in enumerate(els) if e["type"] == "token" and e["token"] == self._trigger)
+            _, middle, end = self._ends(els[i:])
+            tags = [tag(els[i], seq(*middle), end)]
+        if self._trigger_is_token:
+            return structural_tag({
+                "type": "token_triggered_tags",
+                "trigger_tokens": [self._trigger],
+                "tags": tags,
+                "exclude_tokens": excludes,
+                "at_least_one": False,
+                "stop_after_first": one,
+            })
+        return structural_tag({
+            "type": "triggered_tags",
+            "triggers": [self._trigger],
+            "tags": tags,
+            "at_least_one": False,
+            "stop_after_first": one,
+        })
+
+    # -- reader ----------------------------------------------------------------------------------
+    def _expect(self, text: str, pos: int, lit_text: str) -> int:
+        if not text.startswith(lit_text, pos):
+            raise NoMatch(f"expected {lit_text!r}")
+        return pos + len(lit_text)
+
+    def _read_call(self, text: str, pos: int, tools: dict[str, ToolSpec], skip: int = 0) -> tuple[ToolCall, int]:
+        pre, post = self.call_begin.split("{name}")
+        p = self._expect(text, pos, pre[skip:])
+        last: NoMatch | None = None
+        for name in sorted((n for n in tools if text.startswith(n, p)), key=len, reverse=True):
+            t = tools[name]
+            try:
+                q = p + len(name)
+                if "{index}" in post:
+                    a, b = post.split("{index}")
+                    m = re.compile(re.escape(a) + f"(?:{self.index_pattern})" + re.escape(b)).match(text, q)
+                    if m is None:
+                        raise NoMatch("bad call index")
+                    q = m.end()
+                else:
+                    q = self._expect(text, q, post)
+                if isinstance(self.args, XmlArgs):
+                    args, q = self.args.read_until(text, q, t, self.call_end)
+                else:
+                    args, q = self.args.read(text, q, t)
+                q = self._expect(text, q, self.call_end)
+                return ToolCall(name, args), q
+            except NoMatch as e:
+                last = e
+        raise last or NoMatch("unknown tool name")
+
+    def _read_block(self, text: str, pos: int, tools: dict[str, ToolSpec], skip: int) -> tuple[list[ToolCall], int]:
+        if self.section is None:
+            call, pos = self._read_call(text, pos, tools, skip)
+            return [call], pos
+        pos = self._expect(text, pos, self.section[0][skip:])
+        calls = []
+        call, pos = self._read_call(text, pos, tools)
+        calls.append(call)
+        while not text.startswith(self.section[1], pos):
+            pos = self._expect(text, pos, self.call_sep)
+            call, pos = self._read_call(text, pos, tools)
+            calls.append(call)
+        return calls, pos + len(self.section[1])
+
+    def read(self, text: str, request: ToolRequest) -> ToolCallsResult:
+        tools = {t.name: t for t in request.all_tools if not t.builtin}
+        content: list[str] = []
+        calls: list[ToolCall] = []
+        pos = scan = 0  # content not yet taken starts at pos; the next trigger is searched from scan
+        trig, lead = self._trigger, self._lead_text
+        while True:
+            idx = text.find(trig, scan)
+            if idx < 0:
+                break
+            has_lead = bool(lead) and idx - len(lead) >= pos and text.startswith(lead, idx - len(lead))
+            start = idx - len(lead) if has_lead else idx
+            try:
+                new_calls, end = self._read_block(text, idx, tools, skip=len(lead))
+            except NoMatch:
+                scan = idx + len(trig)  # not a call: it stays content
+                continue
+            between = text[pos:start]
+            if not (calls and (between == self.call_sep or not between.strip())):
+                content.append(between)  # a separator between two calls is syntax, not content
+            calls.extend(new_calls)
+            pos = scan = end
+        content.append(text[pos:])
+        return ToolCallsResult(join_content(content), tuple(calls))
+

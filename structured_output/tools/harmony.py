@@ -1,0 +1,111 @@
+"""OpenAI harmony (gpt-oss): tool calls are messages of their own, so the format is its own class
+(the call syntax of the format engine does not fit it)."""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from thinkgate.reasoning.vocabulary import Vocabulary
+
+from .args import JsonArgs
+from .engine import DEFAULT_TOOL_MAX_WHITESPACE, ToolFormat, join_content
+from .request import ToolRequest, ToolSpec
+from .results import ToolCall, ToolCallsResult
+from .syntax import any_tokens, const, opt, or_, seq, star, structural_tag
+
+__all__ = ["HarmonyFormat"]
+
+
+@dataclass(eq=False)
+class HarmonyFormat(ToolFormat):
+    """OpenAI harmony (gpt-oss): the whole output is messages (see ``reasoning/gptoss.py``)::
+
+        <|channel|>analysis<|message|>...<|end|>
+        <|start|>assistant<|channel|>commentary to=functions.NAME <|constrain|>json<|message|>{...}<|call|>
+
+    The constraint covers the whole output, analysis included (the call's header holds the function
+    name, and harmony's header is sampled before any reasoning end): it is marked
+    ``covers_reasoning``, so the manager applies it from the first token. ``<|call|>`` and
+    ``<|return|>`` are stop tokens, so the grammar ends where they come. Required / named: any
+    analysis messages, then exactly one call (a call ends the turn in harmony, so parallel calls
+    cannot occur). Auto: analysis messages, then a call or a final message. Analysis messages and
+    commentary preambles (no recipient) may come first; the reader returns the preambles and the
+    final message as content (joined with newlines, as the reasoning parser does), analysis as
+    neither. Builtin tools (``browser.search`` ...) are called with ``to=NAME code``."""
+
+    name: str = "openai"
+    aliases: tuple[str, ...] = ("harmony", "gpt_oss", "openai_gptoss")
+    covers_reasoning: bool = True
+    description: str = "OpenAI gpt-oss harmony messages, to=functions.NAME"
+    markers: tuple[str, ...] = ("<|start|>", "<|end|>", "<|message|>", "<|channel|>", "<|constrain|>",
+                                "<|return|>", "<|call|>")
+    supports_builtin_tools: bool = True
+    START: str = "<|start|>assistant"
+
+    def _call_headers(self, t: ToolSpec) -> list[str]:
+        if t.builtin:
+            return [f"<|channel|>commentary to={t.name} code<|message|>",
+                    f" to={t.name}<|channel|>commentary code<|message|>"]
+        return [f"<|channel|>commentary to=functions.{t.name} <|constrain|>json<|message|>",
+                f" to=functions.{t.name}<|channel|>commentary <|constrain|>json<|message|>"]
+
+    def structural_tag(self, request: ToolRequest, *, vocabulary: Vocabulary | None = None,
+                       max_whitespace: int | None = DEFAULT_TOOL_MAX_WHITESPACE) -> dict[str, Any] | None:
+        lit = self._lit(vocabulary)
+        body_ex = self._free_text_excludes(vocabulary, keep=())
+        text = any_tokens(body_ex)
+        # messages that may come before the call or the final answer: analysis, and commentary
+        # preambles (commentary without a recipient, shown to the user)
+        analysis = seq(lit("<|channel|>"), or_(const("analysis"), const("commentary")), lit("<|message|>"), text,
+                       lit("<|end|>" + self.START))
+        calls = []
+        for t in request.tools:
+            args = JsonArgs().build(t, lit, max_whitespace)
+            calls.append(or_(*[seq(lit(h), args) for h in self._call_headers(t)]))
+        head = opt(lit(self.START))
+        if request.mode in ("required", "named"):
+            return structural_tag(seq(head, star(analysis), or_(*calls)))
+        final = seq(lit("<|channel|>final<|message|>"), text)
+        if request.mode == "none" or not request.tools:
+            return structural_tag(seq(head, star(analysis), final))
+        return structural_tag(seq(head, star(analysis), or_(final, *calls)))
+
+    _HEADER = re.compile(r"(?:<\|start\|>assistant)?(?P<h>(?:(?!<\|message\|>).)*)<\|message\|>", re.S)
+    _RECIPIENT = re.compile(r"to=(\S+?)(?=<\||\s|$)")
+
+    def read(self, text: str, request: ToolRequest) -> ToolCallsResult:
+        tools = {t.name: t for t in request.all_tools}
+        content: list[str] = []
+        calls: list[ToolCall] = []
+        pos = 0
+        while pos < len(text):
+            m = self._HEADER.match(text, pos)
+            if m is None:
+                content.append(text[pos:])
+                break
+            header, body_start = m.group("h"), m.end()
+            ends = [(text.find(e, body_start), e) for e in ("<|end|>", "<|call|>", "<|return|>")]
+            ends = [(i, e) for i, e in ends if i >= 0]
+            body_end, marker = min(ends) if ends else (len(text), "")
+            body = text[body_start:body_end]
+            r = self._RECIPIENT.search(header)
+            if r is not None:
+                target = r.group(1)
+                name = target[len("functions."):] if target.startswith("functions.") else target
+                tool = tools.get(name)
+                try:
+                    obj = json.loads(body)
+                except json.JSONDecodeError:
+                    obj = None
+                if tool is not None and isinstance(obj, dict):
+                    calls.append(ToolCall(name, body.strip()))
+                else:
+                    content.append(body)
+            elif "final" in header or "commentary" in header:
+                content.append(body)  # the answer, or a preamble shown to the user
+            pos = body_end + len(marker)
+        return ToolCallsResult(join_content(["\n".join(content)]), tuple(calls))
+
