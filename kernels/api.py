@@ -129,7 +129,7 @@ def _interpret() -> bool:
 
 
 def _triton():
-    """kernels.triton_bitmask, imported on first use (importing triton costs ~1 s)."""
+    """kernels.triton_bitmask, imported on first use (importing triton is slow, and CPU-only users never need it)."""
     global _triton_module, _triton_error
     if _triton_module is None and _triton_error is None:
         try:
@@ -210,6 +210,6 @@ def _rows(indices, n: int, n_rows: int, device: torch.device,
         if not 0 <= r < n_rows:
             raise ValueError(f"index {r} is out of range for {n_rows} logits rows")
     if kind == "cpu":
-        return array.array("q", indices)  # the C kernel reads int64s; ~10x cheaper than a tensor
+        return array.array("q", indices)  # the C kernel reads int64s; building an array is much cheaper than a tensor
     rows = torch.tensor(indices if type(indices) is list else list(indices), dtype=want)
     return rows if device.type == "cpu" else rows.to(device, non_blocking=True)

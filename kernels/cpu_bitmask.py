@@ -58,9 +58,10 @@ _SOURCE = Path(__file__).with_name(cpu_build.SOURCE)
 
 # Chunk of columns per work item; the C source and the thread heuristic below agree on it.
 CHUNK_TOKENS = 32768
-# Below this many logits in total the caller works alone: one thread writes ~1M fp32 logits in
-# ~50-200 us, and a helper that takes an item and is then preempted (another process on the core)
-# would make the caller wait for it; on small jobs that risk costs more than the helper saves.
+# Below this many logits in total the caller works alone: one thread writes that many logits in a
+# fraction of a scheduler tick, and a helper that takes an item and is then preempted (another
+# process on the core) would make the caller wait for it; on small jobs that risk costs more than
+# the helper saves.
 _PARALLEL_MIN_ELEMENTS = 1 << 20
 
 
