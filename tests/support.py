@@ -321,3 +321,36 @@ def assert_rejected_at(fam: Family, constraint, good_prefix: str, bad_text: str,
     finally:
         mgr.remove_request(rid)
 
+
+
+# ================================================================================================
+# benchmarks (tests/test_bench_*.py): what ``python -m bench ...`` prints and writes, checked for what
+# can break (the table, the rows and their keys), not for the benchmark's own arithmetic
+
+# what bench.harness.write_rows adds to every row
+ROW_META = ("bench", "date", "python", "torch", "xgrammar")
+
+
+def assert_table(text: str, columns: Sequence[str]) -> None:
+    """``text`` (a benchmark's stdout) has a table header line naming ``columns`` in this order."""
+    for line in text.splitlines():
+        words = line.split()
+        if [w for w in words if w in columns] == list(columns):
+            return
+    raise AssertionError(f"no table header with the columns {list(columns)} in:\n{text}")
+
+
+def read_rows(path: Path, bench: str, keys: Sequence[str]) -> list[dict[str, Any]]:
+    """The rows a benchmark appended to ``path``: one JSON object per line (as Python's json reads it:
+    ``python -m bench loop`` writes NaN for a ratio whose floor measured 0), tagged with the benchmark's
+    name and the machine facts, each with every one of ``keys``."""
+    rows = []
+    for n, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), 1):
+        row = json.loads(line)
+        assert isinstance(row, dict), f"line {n}: {line}"
+        missing = [k for k in (*ROW_META, *keys) if k not in row]
+        assert not missing, f"line {n} lacks {missing}: {line}"
+        assert row["bench"] == bench, f"line {n}: {line}"
+        rows.append(row)
+    assert rows, f"{path} has no rows"
+    return rows
