@@ -349,6 +349,7 @@ def test_stream_finish_flushes_an_incomplete_character(qwen3, qwen_vocab):
     assert st_.finish() == st_.feed([])
 
 
+@pytest.mark.slow
 def test_built_from_a_hugging_face_tokenizer(deepseek_vocab):
     """A `transformers` tokenizer is accepted in place of a Vocabulary (here DeepSeek V4's tokenizer.json
     loaded offline as a PreTrainedTokenizerFast)."""

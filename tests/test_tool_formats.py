@@ -113,7 +113,11 @@ def constraint(fmt: str, mode: str, parallel: bool = True):
 # --------------------------------------------------------------------------------------------------
 # the tests
 
-@pytest.mark.parametrize("fmt", FORMATS)
+# the four whole-stream tests run every format in the default run; with -m "not slow", hermes only
+FORMATS_SLOW_BUT_HERMES = [f if f == "hermes" else pytest.param(f, marks=pytest.mark.slow) for f in FORMATS]
+
+
+@pytest.mark.parametrize("fmt", FORMATS_SLOW_BUT_HERMES)
 def test_required_parallel(fmt: str) -> None:
     fam = FAMILIES[fmt]
     c, tools, choice = constraint(fmt, "required")
@@ -137,7 +141,7 @@ def test_required_parallel(fmt: str) -> None:
         check_reader(fam, tools, choice, one, [(n, example_for(fam, n))])
 
 
-@pytest.mark.parametrize("fmt", FORMATS)
+@pytest.mark.parametrize("fmt", FORMATS_SLOW_BUT_HERMES)
 def test_named(fmt: str) -> None:
     fam = FAMILIES[fmt]
     c, tools, choice = constraint(fmt, "named")
@@ -154,7 +158,7 @@ def test_named(fmt: str) -> None:
     assert_rejected_at(fam, c, fam.thinking + fam.section[0] + head, ANCHOR, offset=k)
 
 
-@pytest.mark.parametrize("fmt", FORMATS)
+@pytest.mark.parametrize("fmt", FORMATS_SLOW_BUT_HERMES)
 def test_parallel_off(fmt: str) -> None:
     fam = FAMILIES[fmt]
     c, tools, choice = constraint(fmt, "required", parallel=False)
@@ -176,7 +180,7 @@ def test_parallel_off(fmt: str) -> None:
     assert_rejected_at(fam, c, fam.thinking + body, second, offset=k)
 
 
-@pytest.mark.parametrize("fmt", FORMATS)
+@pytest.mark.parametrize("fmt", FORMATS_SLOW_BUT_HERMES)
 def test_auto_with_strict_tool(fmt: str) -> None:
     fam = FAMILIES[fmt]
     c, tools, choice = constraint(fmt, "auto")
