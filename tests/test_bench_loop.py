@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 
+import pytest
 from support import assert_table, read_rows
 
 from bench.__main__ import main
@@ -13,6 +14,7 @@ COLUMNS = ["batch", "drafts", "fill_us", "fill_x", "apply_us", "apply_x", "accep
            "rows_per_step", "masked_tok_per_s", "finished", "invalid", "truncated"]
 
 
+@pytest.mark.slow
 def test_loop_tiny(tmp_path, capsys):
     out = tmp_path / "loop.jsonl"
     rc = main(["loop", "--batches", "1,4", "--drafts", "0,2", "--steps", "12", "--warmup", "1",

@@ -23,6 +23,8 @@ CUDA = torch.cuda.is_available()
 # Where each backend runs: Triton on the GPU when there is one, else interpreted on CPU tensors.
 DEVICE = {"cpu": "cpu", "torch": "cpu", "triton": "cuda" if CUDA else "cpu"}
 FAST_BACKENDS = ["cpu", "torch"]
+# interpreted on CPU, Triton is slow: with -m "not slow" it runs in test_vocab_size_and_bitmask_width_edges only
+SLOW_TRITON = [b if b != "triton" else pytest.param(b, marks=pytest.mark.slow) for b in BACKENDS[1:]]
 
 
 @pytest.fixture
@@ -130,7 +132,7 @@ def test_large_vocab(backend, dtype, seed):
     check(backend, strided_logits(gen, n, width, dtype), bitmask, None, None, f"seed={seed} no indices")
 
 
-@pytest.mark.parametrize("backend", BACKENDS[1:])
+@pytest.mark.parametrize("backend", SLOW_TRITON)
 def test_all_allowed_and_all_blocked_rows(backend):
     width, vocab = 32032, 32005
     logits = torch.randn(4, width)
@@ -149,7 +151,7 @@ def test_all_allowed_and_all_blocked_rows(backend):
     assert torch.isneginf(logits[1]).all() and torch.isneginf(logits[3]).all()
 
 
-@pytest.mark.parametrize("backend", BACKENDS[1:])
+@pytest.mark.parametrize("backend", SLOW_TRITON)
 def test_indices_forms_subset_unordered_duplicates(backend, seed):
     gen = torch.Generator().manual_seed(seed)
     width = 4001
