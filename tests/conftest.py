@@ -11,6 +11,9 @@ import os
 import pytest
 import torch
 
+# tests/support.py holds helpers shared by test modules; its asserts get pytest's messages too
+pytest.register_assert_rewrite("support")
+
 if not torch.cuda.is_available():
     os.environ.setdefault("TRITON_INTERPRET", "1")
 

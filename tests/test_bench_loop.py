@@ -3,19 +3,28 @@ every kind of request finishes and every output it checked is valid."""
 
 from __future__ import annotations
 
-import json
+import re
+
+import pytest
+from support import assert_table, read_rows
 
 from bench.__main__ import main
 
+COLUMNS = ["batch", "drafts", "fill_us", "fill_x", "apply_us", "apply_x", "accept_us", "accept_x", "step_us",
+           "rows_per_step", "masked_tok_per_s", "finished", "invalid", "truncated"]
 
+
+@pytest.mark.slow
 def test_loop_tiny(tmp_path, capsys):
     out = tmp_path / "loop.jsonl"
     rc = main(["loop", "--batches", "1,4", "--drafts", "0,2", "--steps", "12", "--warmup", "1",
                "--out", str(out), "--plot", ""])
     text = capsys.readouterr().out
     assert rc == 0, text
-    assert "invalid outputs: 0" in text
-    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert_table(text, COLUMNS)
+    checked = re.search(r"outputs checked: (\d+); invalid outputs: (\d+)", text)
+    assert checked and int(checked[1]) > 0 and checked[2] == "0", text
+    rows = read_rows(out, "loop", [*COLUMNS, "errors", "vocab", "seed"])
     assert {(r["batch"], r["drafts"]) for r in rows} == {(1, 0), (4, 0), (1, 2), (4, 2)}
     assert all(r["invalid"] == 0 and r["errors"] == 0 for r in rows)
     assert sum(r["finished"] for r in rows) > 0

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-import json
+from support import assert_table, read_rows
 
 from bench.__main__ import main as bench_main
 from bench.tools import _render_call, corpus_tools
+
+COLUMNS = ["format", "tools", "build_ms", "cold_ms", "cached_us", "xgr_cold_ms", "fill_us", "fill_max_us", "spec_kb"]
 
 
 def test_bench_tools_tiny(tmp_path, capsys):
@@ -13,14 +15,11 @@ def test_bench_tools_tiny(tmp_path, capsys):
     rc = bench_main(["tools", "--formats", "hermes,deepseek_v31", "--sizes", "1,2", "--repeat", "1",
                      "--threads", "1", "--out", str(out)])
     assert rc == 0
-    table = capsys.readouterr().out
-    for col in ("build_ms", "cold_ms", "cached_us", "xgr_cold_ms", "fill_us"):
-        assert col in table
-    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert_table(capsys.readouterr().out, COLUMNS)
+    rows = read_rows(out, "tools", COLUMNS)
     assert [(r["format"], r["tools"]) for r in rows] == [("hermes", 1), ("hermes", 2), ("deepseek_v31", 1),
                                                         ("deepseek_v31", 2)]
     for r in rows:
-        assert r["bench"] == "tools" and r["xgrammar"]
         assert r["cold_ms"] > 0 and r["cached_us"] > 0 and r["build_ms"] > 0 and r["xgr_cold_ms"] > 0
         assert r["cached_us"] < r["cold_ms"] * 1e3  # a cache hit is cheaper than a cold compile
         assert r["fill_us"] is not None and r["fill_us"] > 0  # our grammar accepted the rendered call

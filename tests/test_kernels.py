@@ -23,6 +23,8 @@ CUDA = torch.cuda.is_available()
 # Where each backend runs: Triton on the GPU when there is one, else interpreted on CPU tensors.
 DEVICE = {"cpu": "cpu", "torch": "cpu", "triton": "cuda" if CUDA else "cpu"}
 FAST_BACKENDS = ["cpu", "torch"]
+# interpreted on CPU, Triton is slow: with -m "not slow" it runs in test_vocab_size_and_bitmask_width_edges only
+SLOW_TRITON = [b if b != "triton" else pytest.param(b, marks=pytest.mark.slow) for b in BACKENDS[1:]]
 
 
 @pytest.fixture
@@ -76,6 +78,7 @@ def check(backend: str, logits: torch.Tensor, bitmask: torch.Tensor, indices=Non
     assert torch.equal(torch.isneginf(got), torch.isneginf(expected)), msg
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("backend", FAST_BACKENDS)
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_vocab_sweep_not_multiple_of_32(backend, dtype, seed):
@@ -91,6 +94,7 @@ def test_vocab_sweep_not_multiple_of_32(backend, dtype, seed):
         check(backend, strided_logits(gen, 4, width, dtype), bitmask, None, None, f"seed={seed} width={width}")
 
 
+@pytest.mark.slow
 def test_vocab_sweep_triton(seed):
     # Interpreted Triton is slow: one call per width, dtypes rotated over the widths.
     gen = torch.Generator().manual_seed(seed)
@@ -105,7 +109,8 @@ def test_vocab_sweep_triton(seed):
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("backend", ["cpu", "torch", "triton"])
+@pytest.mark.parametrize("backend", ["cpu", pytest.param("torch", marks=pytest.mark.slow),
+                                     pytest.param("triton", marks=pytest.mark.slow)])
 def test_large_vocab(backend, dtype, seed):
     # Qwen3.6: tokenizer 248,077 ids, logits width 248,320.
     gen = torch.Generator().manual_seed(seed)
@@ -127,7 +132,7 @@ def test_large_vocab(backend, dtype, seed):
     check(backend, strided_logits(gen, n, width, dtype), bitmask, None, None, f"seed={seed} no indices")
 
 
-@pytest.mark.parametrize("backend", BACKENDS[1:])
+@pytest.mark.parametrize("backend", SLOW_TRITON)
 def test_all_allowed_and_all_blocked_rows(backend):
     width, vocab = 32032, 32005
     logits = torch.randn(4, width)
@@ -146,7 +151,7 @@ def test_all_allowed_and_all_blocked_rows(backend):
     assert torch.isneginf(logits[1]).all() and torch.isneginf(logits[3]).all()
 
 
-@pytest.mark.parametrize("backend", BACKENDS[1:])
+@pytest.mark.parametrize("backend", SLOW_TRITON)
 def test_indices_forms_subset_unordered_duplicates(backend, seed):
     gen = torch.Generator().manual_seed(seed)
     width = 4001
@@ -252,6 +257,7 @@ def _load_in_fresh_process(tmp_path, extra_env, code):
                           env=env, cwd=tmp_path, timeout=120)
 
 
+@pytest.mark.slow
 def test_installed_kernel_needs_no_compiler_at_run_time(tmp_path):
     """The install built the extension: with no compiler (CC=false, an empty PATH) and no cached build,
     the C kernel still loads, prebuilt, and is exact."""
@@ -267,6 +273,7 @@ def test_installed_kernel_needs_no_compiler_at_run_time(tmp_path):
     assert not (tmp_path / "cache").exists()  # nothing was compiled
 
 
+@pytest.mark.slow
 def test_without_prebuilt_or_compiler_the_torch_path_warns_once(tmp_path):
     code = ("import sys, torch; from thinkgate.kernels import cpu_bitmask, apply_token_bitmask_inplace\n"
             "cpu_bitmask._load_prebuilt = lambda: (_ for _ in ()).throw(ImportError('removed'))\n"
@@ -279,6 +286,7 @@ def test_without_prebuilt_or_compiler_the_torch_path_warns_once(tmp_path):
     assert out.stderr.count("using the pure-torch CPU path") == 1, out.stderr
 
 
+@pytest.mark.slow
 def test_import_is_light_and_independent():
     code = ("import sys, thinkgate.kernels; "
             "print(sorted(m for m in ('triton', 'thinkgate.reasoning', 'thinkgate.structured_output', 'xgrammar') "

@@ -1,15 +1,15 @@
 """pytest-benchmark micro-benchmarks of the CPU bitmask path (batch 16, Qwen3.6 width 248,320).
 
-pytest runs with --benchmark-disable by default, so each runs once as a test (and checks its
-result); ``python -m pytest tests/test_kernels_microbench.py --benchmark-enable`` times them,
-with xgrammar's CPU kernel and ``logits.fill_`` on the same tensor as baselines.
+pytest runs with --benchmark-disable by default, so each runs once as a test and checks its result
+against the pure-torch reference; ``python -m pytest tests/test_kernels_microbench.py --benchmark-enable``
+times them. The baselines (xgrammar's CPU kernel, ``logits.fill_`` on the same tensor) are timed by
+``python -m bench kernels``, not here: a test of someone else's kernel cannot fail for ours.
 """
 
 from __future__ import annotations
 
 import pytest
 import torch
-import xgrammar as xgr
 
 from bench.kernels import realistic_bitmask
 from thinkgate.kernels import apply_token_bitmask_inplace, apply_token_bitmask_reference
@@ -40,16 +40,3 @@ def test_apply_cpu_batch16_bfloat16_with_indices(benchmark, case):
     indices = torch.arange(BATCH - 1, -1, -1, dtype=torch.int32)  # reversed rows
     benchmark(apply_token_bitmask_inplace, out, bitmask.flip(0), indices, VOCAB)
     assert torch.equal(out, expected.to(torch.bfloat16))
-
-
-def test_baseline_xgrammar_cpu_batch16(benchmark, case):
-    logits, bitmask, expected = case
-    out = logits.clone()
-    benchmark(xgr.apply_token_bitmask_inplace, out, bitmask, vocab_size=VOCAB, backend="cpu")
-    assert torch.equal(out[:, :VOCAB], expected[:, :VOCAB])  # xgrammar leaves padding ids alone
-
-
-def test_baseline_fill_batch16(benchmark, case):
-    out = case[0].clone()
-    benchmark(out.fill_, 0.5)
-    assert bool((out == 0.5).all())

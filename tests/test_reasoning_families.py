@@ -1,12 +1,12 @@
 """Every token-marker family, table-driven: the prompt shapes, the kwargs, implicit ends, skipping, and
-any chunking, each checked exact to the token (helpers from test_reasoning_markers.py).
+any chunking, each checked exact to the token (helpers from tests/support.py).
 
 Vocabularies: deepseek_r1 / deepseek_v3 / deepseek_v4 run on the real DeepSeek V4 table, qwen3 (and
 its aliases) on the real Qwen3.6 table, mistral on the real tekken table with Magistral's ``[THINK]`` /
 ``[/THINK]`` slots (``magistral``). No offline package ships the GLM, Kimi, MiniMax, Seed-OSS, ERNIE,
 Step-3, Cohere or Gemma 4 tokenizers, so those families run on the real Qwen3.6 table **plus the
-family's own special tokens added as new ids** (``with_specials`` below): the marker texts are the
-families' real ones, the ids are ours.
+family's own special tokens added as new ids** (``with_specials``, tests/support.py): the marker
+texts are the families' real ones, the ids are ours.
 """
 
 from __future__ import annotations
@@ -19,42 +19,12 @@ from functools import lru_cache
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from test_reasoning_markers import check_chunked, detokenizer
+from support import check_chunked, detokenizer, with_specials
 
 from thinkgate.reasoning import get_reasoning_parser, load_vocabulary
 from thinkgate.reasoning.base import ReasoningEnd
 from thinkgate.reasoning.markers import ENDED, PENDING, THINKING, TokenMarkerParser
 from thinkgate.reasoning.vocabulary import Vocabulary
-
-
-def with_specials(base: Vocabulary, specials: Sequence[str], name: str) -> Vocabulary:
-    """``base`` plus ``specials`` as new special tokens (those ``base`` already has keep their ids)."""
-    token_bytes = list(base.token_bytes)
-    special_map = dict(base.special_tokens)
-    for s in specials:
-        if base.token_id(s) is None or s not in base.special_tokens:
-            special_map[s] = len(token_bytes)
-            token_bytes.append(s.encode("utf-8"))
-    added = sorted((s for s in specials), key=len, reverse=True)
-
-    def encode(text: str) -> list[int]:
-        out: list[int] = []
-        i = start = 0
-        while i < len(text):
-            for s in added:
-                if text.startswith(s, i):
-                    if start < i:
-                        out += base.encode(text[start:i])
-                    out.append(special_map[s])
-                    i = start = i + len(s)
-                    break
-            else:
-                i += 1
-        if start < len(text):
-            out += base.encode(text[start:])
-        return out
-
-    return Vocabulary(name, token_bytes, special_map, base.stop_token_ids, encode=encode)
 
 
 @dataclass(frozen=True)

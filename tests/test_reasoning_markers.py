@@ -1,20 +1,20 @@
 """The generic token-marker parser (reasoning/markers.py) on the qwen3 and deepseek_r1 families, on the
 real Qwen3.6 and DeepSeek V4 vocabularies.
 
-The helpers at the top (``check_split``, ``check_chunked``) are the family-independent checks every
-token-marker family's test module reuses: the split (reasoning text, content text, content ids,
-reasoning token count) must be exact to the token whole, one token at a time, and in any chunking.
+The helpers ``check_split`` (below) and ``check_chunked`` (tests/support.py) are the family-independent
+checks every token-marker family's test module reuses: the split (reasoning text, content text, content
+ids, reasoning token count) must be exact to the token whole, one token at a time, and in any chunking.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-import codecs
-
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from support import check_chunked, detokenizer
+from support import collect_deltas as _collect
 
 from thinkgate.reasoning import get_reasoning_parser
 from thinkgate.reasoning.base import ReasoningEnd
@@ -41,17 +41,6 @@ def expected_split(vocab: Vocabulary, parts: Sequence[tuple[str, str]]) -> tuple
         elif kind == "c":
             content += piece
     return ids, reasoning, content
-
-
-def detokenizer(vocab: Vocabulary):
-    """An engine-style incremental detokenizer: the text of each delta, incomplete characters held
-    back until complete (as vLLM's detokenizer does)."""
-    dec = codecs.getincrementaldecoder("utf-8")("replace")
-    return lambda ids: dec.decode(vocab.decode_bytes(ids))
-
-
-def _collect(deltas) -> tuple[str, str]:
-    return "".join(d.reasoning or "" for d in deltas), "".join(d.content or "" for d in deltas)
 
 
 def check_split(parser: TokenMarkerParser, prompt: Sequence[int], parts: Sequence[tuple[str, str]],
@@ -96,31 +85,6 @@ def check_split(parser: TokenMarkerParser, prompt: Sequence[int], parts: Sequenc
         deltas = [stream.feed([t], detok([t]) if give_text else None) for t in ids]
         assert _collect(deltas) == (r_text, c_text)
         assert all(d.reasoning is None or d.reasoning != "" for d in deltas)
-
-
-def check_chunked(parser: TokenMarkerParser, prompt: Sequence[int], ids: Sequence[int], cuts: Sequence[int],
-                  kwargs: dict | None = None, give_text: bool = False) -> None:
-    """Chunking ``ids`` at ``cuts`` gives the same end offset and the same text as parsing it whole."""
-    v = parser.vocabulary
-    bounds = [0, *sorted(set(c for c in cuts if 0 < c < len(ids))), len(ids)]
-    chunks = [ids[a:b] for a, b in zip(bounds, bounds[1:])]
-    whole = parser.split(ids, prompt, kwargs)
-    tr = parser.new_tracker(prompt, kwargs)
-    found: ReasoningEnd | None = None
-    pos = 0
-    for ch in chunks:
-        peek = tr.scan(ch)
-        e = tr.advance(ch)
-        assert peek == e
-        if e is not None:
-            assert found is None
-            found = ReasoningEnd(pos + e.offset, e.is_content)
-        pos += len(ch)
-    assert found == whole.end
-    stream = parser.new_stream(prompt, kwargs)
-    detok = detokenizer(v)
-    deltas = [stream.feed(ch, detok(ch) if give_text else None) for ch in chunks]
-    assert _collect(deltas) == (v.decode(whole.reasoning_ids), v.decode(whole.content_ids))
 
 
 # ------------------------------------------------------------------------------------------------
@@ -385,6 +349,7 @@ def test_stream_finish_flushes_an_incomplete_character(qwen3, qwen_vocab):
     assert st_.finish() == st_.feed([])
 
 
+@pytest.mark.slow
 def test_built_from_a_hugging_face_tokenizer(deepseek_vocab):
     """A `transformers` tokenizer is accepted in place of a Vocabulary (here DeepSeek V4's tokenizer.json
     loaded offline as a PreTrainedTokenizerFast)."""

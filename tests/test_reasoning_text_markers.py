@@ -18,7 +18,7 @@ from functools import lru_cache
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from test_reasoning_families import with_specials
+from support import with_specials
 
 from thinkgate.reasoning import get_reasoning_parser, load_vocabulary
 from thinkgate.reasoning.base import ReasoningEnd

@@ -88,6 +88,7 @@ def _stand_in_bias(vocab, width: int) -> torch.Tensor:
     return bias
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sampling", ["greedy", "random"])
 def test_every_sampled_output_is_valid(qwen_vocab, compiler, sampling):
     v = qwen_vocab

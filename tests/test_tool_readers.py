@@ -147,6 +147,7 @@ PIECES = list("</>paremtrgvlu_|\"=｜DSMLé中 \n") + ["</parameter>", "</arg_va
 VALUES = st.lists(st.sampled_from(PIECES), max_size=10).map("".join)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("fmt", list(RENDER))
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(value=VALUES)

@@ -13,10 +13,10 @@ import json
 import pytest
 import xgrammar as xgr
 from xgrammar.builtin_structural_tag import get_model_structural_tag, normalize_tool_choice
+from support import BY_NAME, FAMILIES, assert_rejected_at, manager, run_stream, vocab
 
 from thinkgate.reasoning.vocabulary import Vocabulary
 from thinkgate.structured_output.tools import build_tool_constraint
-from test_tool_formats import BY_NAME, FAMILIES, assert_rejected_at, run_stream, vocab
 
 
 @functools.lru_cache(maxsize=None)
@@ -122,7 +122,7 @@ def test_dsml_marker_is_a_token_in_deepseek_v4() -> None:
     with pytest.raises(ValueError, match=r"control token"):
         # the manager refuses a literal that holds a control token's text: it could never match
         from thinkgate.structured_output import Constraint
-        fam_mgr = __import__("test_tool_formats").manager(fam.vocab, fam.parser)
+        fam_mgr = manager(fam.vocab, fam.parser)
         fam_mgr.compiler.validate(Constraint.structural_tag(theirs.model_dump_json()))
     ours = build_tool_constraint([WEATHER], "required", format="deepseek_v4")
     assert run_stream(fam, ours, v.encode(fam.thinking) + ids + [min(v.stop_token_ids)]) is None

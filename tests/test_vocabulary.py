@@ -61,6 +61,7 @@ def test_bad_construction():
         Vocabulary("x", [b"a", b"b"], {}, [7])
 
 
+@pytest.mark.slow
 def test_from_hf_tokenizer_matches_tokenizer_json(deepseek_vocab):
     """A transformers tokenizer (built offline from the DeepSeek V4 tokenizer.json) gives the same
     table as the tokenizer.json adapter, and parsers / managers accept the tokenizer itself."""

@@ -1,0 +1,356 @@
+"""Helpers shared by several test modules (a plain module, not collected: no ``test_`` prefix).
+
+pytest's default ``prepend`` import mode puts ``tests/`` (it has no ``__init__.py``) on ``sys.path``, so
+the test modules import this one as ``support``; conftest.py registers it for assertion rewriting.
+Fixtures stay in conftest.py.
+"""
+
+from __future__ import annotations
+
+import codecs
+import functools
+import json
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from bench.vocabs import SYNTHETIC_FAMILIES, synthetic_vocabulary
+from thinkgate.reasoning.base import ReasoningEnd
+from thinkgate.reasoning.markers import TokenMarkerParser
+from thinkgate.reasoning.vocabulary import Vocabulary, load_vocabulary
+from thinkgate.structured_output import StructuredOutputManager
+
+# ================================================================================================
+# reasoning: streaming checks shared by the token-marker families' modules
+
+
+def detokenizer(vocab: Vocabulary):
+    """An engine-style incremental detokenizer: the text of each delta, incomplete characters held
+    back until complete (as vLLM's detokenizer does)."""
+    dec = codecs.getincrementaldecoder("utf-8")("replace")
+    return lambda ids: dec.decode(vocab.decode_bytes(ids))
+
+
+def collect_deltas(deltas) -> tuple[str, str]:
+    return "".join(d.reasoning or "" for d in deltas), "".join(d.content or "" for d in deltas)
+
+
+def check_chunked(parser: TokenMarkerParser, prompt: Sequence[int], ids: Sequence[int], cuts: Sequence[int],
+                  kwargs: dict | None = None, give_text: bool = False) -> None:
+    """Chunking ``ids`` at ``cuts`` gives the same end offset and the same text as parsing it whole."""
+    v = parser.vocabulary
+    bounds = [0, *sorted(set(c for c in cuts if 0 < c < len(ids))), len(ids)]
+    chunks = [ids[a:b] for a, b in zip(bounds, bounds[1:])]
+    whole = parser.split(ids, prompt, kwargs)
+    tr = parser.new_tracker(prompt, kwargs)
+    found: ReasoningEnd | None = None
+    pos = 0
+    for ch in chunks:
+        peek = tr.scan(ch)
+        e = tr.advance(ch)
+        assert peek == e
+        if e is not None:
+            assert found is None
+            found = ReasoningEnd(pos + e.offset, e.is_content)
+        pos += len(ch)
+    assert found == whole.end
+    stream = parser.new_stream(prompt, kwargs)
+    detok = detokenizer(v)
+    deltas = [stream.feed(ch, detok(ch) if give_text else None) for ch in chunks]
+    assert collect_deltas(deltas) == (v.decode(whole.reasoning_ids), v.decode(whole.content_ids))
+
+
+# ================================================================================================
+# reasoning: vocabularies with a family's special tokens added (families no offline tokenizer ships)
+
+
+def with_specials(base: Vocabulary, specials: Sequence[str], name: str) -> Vocabulary:
+    """``base`` plus ``specials`` as new special tokens (those ``base`` already has keep their ids)."""
+    token_bytes = list(base.token_bytes)
+    special_map = dict(base.special_tokens)
+    for s in specials:
+        if base.token_id(s) is None or s not in base.special_tokens:
+            special_map[s] = len(token_bytes)
+            token_bytes.append(s.encode("utf-8"))
+    added = sorted((s for s in specials), key=len, reverse=True)
+
+    def encode(text: str) -> list[int]:
+        out: list[int] = []
+        i = start = 0
+        while i < len(text):
+            for s in added:
+                if text.startswith(s, i):
+                    if start < i:
+                        out += base.encode(text[start:i])
+                    out.append(special_map[s])
+                    i = start = i + len(s)
+                    break
+            else:
+                i += 1
+        if start < len(text):
+            out += base.encode(text[start:])
+        return out
+
+    return Vocabulary(name, token_bytes, special_map, base.stop_token_ids, encode=encode)
+
+
+# ================================================================================================
+# tool formats: the families as their chat templates write the calls, and driving the manager with
+# them (test_tool_formats.py, test_tool_xgrammar_fixes.py). The renderers are written from the models'
+# chat templates, independently of the library.
+
+CORPUS = json.loads((Path(__file__).parent / "data" / "tools" / "corpus.json").read_text(encoding="utf-8"))
+TOOLS: list[dict[str, Any]] = [e["tool"] for e in CORPUS["tools"]]
+EXAMPLES: dict[str, list[dict[str, Any]]] = {e["tool"]["function"]["name"]: e["examples"] for e in CORPUS["tools"]}
+BY_NAME = {t["function"]["name"]: t for t in TOOLS}
+STRICT_TOOL = "strict_lookup"
+# tools every request gets besides its window of the corpus: a first required string parameter
+# (for the missing-argument and closing-tag streams)
+ANCHOR = "get_weather"
+
+
+@functools.lru_cache(maxsize=None)
+def vocab(name: str) -> Vocabulary:
+    """A real vocabulary by name, or a synthetic family (the Qwen3.6 table plus the family's markers)."""
+    if name in SYNTHETIC_FAMILIES:
+        return synthetic_vocabulary(name)
+    return load_vocabulary(name)  # type: ignore[arg-type]
+
+
+@functools.lru_cache(maxsize=None)
+def manager(vocab_name: str, parser: str | None) -> StructuredOutputManager:
+    return StructuredOutputManager(vocab(vocab_name), parser, max_num_seqs=2, num_compile_threads=1)
+
+
+# --------------------------------------------------------------------------------------------------
+# rendering, as the chat templates write it
+
+def _resolve(schema: Any, root: dict[str, Any]) -> Any:
+    while isinstance(schema, dict) and "$ref" in schema:
+        schema = root["$defs"][schema["$ref"].split("/")[-1]]
+    return schema
+
+
+def _raw(schema: Any, root: dict[str, Any]) -> bool:
+    s = _resolve(schema, root)
+    if s.get("type") == "string":
+        return True
+    vals = [s["const"]] if "const" in s else s.get("enum")
+    return "type" not in s and bool(vals) and all(isinstance(v, str) for v in vals)
+
+
+def _xml(name: str, args: dict[str, Any], begin: str, end: str, dsml: bool = False) -> str:
+    params = BY_NAME[name]["function"].get("parameters") or {"properties": {}} if name in BY_NAME else {}
+    out = []
+    for k, v in args.items():
+        raw = _raw(params["properties"][k], params)
+        text = v if raw else json.dumps(v, ensure_ascii=False).replace("</", "<\\/")  # JSON's safe spelling
+        b = begin.replace("{key}", k)
+        if dsml:
+            b = b.replace("{string}", "true" if raw else "false")
+        out.append(b + text + end)
+    return "".join(out)
+
+
+def _gemma(v: Any) -> str:
+    if isinstance(v, dict):
+        return "{" + ",".join(f"{k}:{_gemma(x)}" for k, x in v.items()) + "}"
+    if isinstance(v, list):
+        return "[" + ",".join(_gemma(x) for x in v) + "]"
+    if isinstance(v, str):
+        return '<|"|>' + v + '<|"|>'
+    return json.dumps(v)
+
+
+def _j(args: dict[str, Any]) -> str:
+    return json.dumps(args, ensure_ascii=False)
+
+
+DS_CALLS = ("<｜tool▁calls▁begin｜>", "<｜tool▁calls▁end｜>")
+
+
+@dataclass(frozen=True)
+class Family:
+    fmt: str
+    vocab: str
+    parser: str | None
+    prompt: str
+    thinking: str
+    call: Any                      # (name, args, index) -> text of one call
+    section: tuple[str, str] = ("", "")
+    sep: str = ""
+    kwargs: dict[str, Any] = field(default_factory=dict)
+    include_reasoning: bool = True
+    xml: tuple[str, str] | None = None  # (param value prefix, closing tag) for the closing-tag stream
+    close_ends_value: bool = False      # the closing tag written as text legitimately ends a value
+
+    def block(self, calls: list[tuple[str, dict[str, Any]]]) -> str:
+        return self.section[0] + self.sep.join(self.call(n, a, i) for i, (n, a) in enumerate(calls)) + self.section[1]
+
+
+QWEN_PROMPT = "<|im_start|>user\nWeather?<|im_end|>\n<|im_start|>assistant\n<think>\n"
+QWEN_THINK = "The user wants the weather; I should call a tool.\n</think>\n\n"
+DS_PROMPT = "<｜User｜>Weather?<｜Assistant｜><think>"
+DS_THINK = "The user wants the weather; I should call a tool.</think>"
+DSML_PARAM = '<｜DSML｜parameter name="{key}" string="{string}">'
+
+FAMILIES: dict[str, Family] = {f.fmt: f for f in [
+    Family("hermes", "qwen3_6", "qwen3", QWEN_PROMPT, QWEN_THINK,
+           lambda n, a, i: f'<tool_call>\n{{"name": "{n}", "arguments": {_j(a)}}}\n</tool_call>', sep="\n"),
+    Family("qwen3_coder", "qwen3_6", "qwen3", QWEN_PROMPT, QWEN_THINK,
+           lambda n, a, i: f"<tool_call>\n<function={n}>\n" + _xml(n, a, "<parameter={key}>\n", "\n</parameter>\n")
+           + "</function>\n</tool_call>", sep="\n", xml=("<parameter=location>\n", "</parameter>")),
+    Family("deepseek_v3", "deepseek_v4", "deepseek_v3", DS_PROMPT, DS_THINK,
+           lambda n, a, i: f"<｜tool▁call▁begin｜>function<｜tool▁sep｜>{n}\n```json\n{_j(a)}\n```<｜tool▁call▁end｜>",
+           section=DS_CALLS, sep="\n"),
+    Family("deepseek_v31", "deepseek_v4", "deepseek_v3", DS_PROMPT, DS_THINK,
+           lambda n, a, i: f"<｜tool▁call▁begin｜>{n}<｜tool▁sep｜>{_j(a)}<｜tool▁call▁end｜>", section=DS_CALLS),
+    Family("deepseek_v32", "deepseek_v4", "deepseek_v4", DS_PROMPT, DS_THINK,
+           lambda n, a, i: f'<｜DSML｜invoke name="{n}">\n' + _xml(n, a, DSML_PARAM, "</｜DSML｜parameter>\n", True)
+           + "</｜DSML｜invoke>\n",
+           section=("\n\n<｜DSML｜function_calls>\n", "</｜DSML｜function_calls>"),
+           xml=('<｜DSML｜parameter name="location" string="true">', "</｜DSML｜parameter>")),
+    Family("deepseek_v4", "deepseek_v4", "deepseek_v4", DS_PROMPT, DS_THINK,
+           lambda n, a, i: f'<｜DSML｜invoke name="{n}">\n' + _xml(n, a, DSML_PARAM, "</｜DSML｜parameter>\n", True)
+           + "</｜DSML｜invoke>\n",
+           section=("\n\n<｜DSML｜tool_calls>\n", "</｜DSML｜tool_calls>"),
+           xml=('<｜DSML｜parameter name="location" string="true">', "</｜DSML｜parameter>")),
+    Family("mistral", "magistral", "mistral", "[INST]Weather?[/INST]", "[THINK]I should call a tool.[/THINK]",
+           lambda n, a, i: f"[TOOL_CALLS]{n}[ARGS]{_j(a)}"),
+    Family("kimi_k2", "kimi", "kimi_k2",
+           "<|im_user|>user<|im_middle|>Weather?<|im_end|><|im_assistant|>assistant<|im_middle|>",
+           "<think>I should call a tool.</think>",
+           lambda n, a, i: f"<|tool_call_begin|>functions.{n}:{i}<|tool_call_argument_begin|>{_j(a)}<|tool_call_end|>",
+           section=("<|tool_calls_section_begin|>", "<|tool_calls_section_end|>")),
+    Family("glm47", "glm", "glm47", "[gMASK]<sop><|user|>\nWeather?<|assistant|>",
+           "<think>I should call a tool.</think>",
+           lambda n, a, i: f"<tool_call>{n}" + _xml(n, a, "<arg_key>{key}</arg_key><arg_value>", "</arg_value>")
+           + "</tool_call>", xml=("<arg_key>location</arg_key><arg_value>", "</arg_value>")),
+    Family("glm45", "glm", "glm45", "[gMASK]<sop><|user|>\nWeather?<|assistant|>",
+           "<think>I should call a tool.</think>\n",
+           lambda n, a, i: f"<tool_call>{n}\n" + _xml(n, a, "<arg_key>{key}</arg_key>\n<arg_value>", "</arg_value>\n")
+           + "</tool_call>", sep="\n", xml=("<arg_key>location</arg_key>\n<arg_value>", "</arg_value>")),
+    Family("minimax_m2", "minimax", "minimax_m2", "]~b]user\nWeather?[e~[\n]~b]ai\n",
+           "<think>\nI should call a tool.\n</think>\n\n",
+           lambda n, a, i: f'<invoke name="{n}">\n' + _xml(n, a, '<parameter name="{key}">', "</parameter>\n")
+           + "</invoke>\n", section=("<minimax:tool_call>\n", "</minimax:tool_call>"),
+           xml=('<parameter name="location">', "</parameter>"), close_ends_value=True),
+    Family("gemma4", "gemma", "gemma4", "<|turn>user\nWeather?<turn|>\n<|turn>model\n",
+           "<|channel>thought\nI should call a tool.<channel|>",
+           lambda n, a, i: f"<|tool_call>call:{n}{_gemma(a)}<tool_call|>", kwargs={"enable_thinking": True},
+           xml=('{location:<|"|>', '<|"|>')),
+    Family("llama3_json", "llama", None, "<|start_header_id|>assistant<|end_header_id|>\n\n", "",
+           lambda n, a, i: f'{{"name": "{n}", "parameters": {_j(a)}}}', sep="; "),
+    Family("openai", "harmony", "openai_gptoss", "<|start|>user<|message|>Weather?<|end|><|start|>assistant",
+           "<|channel|>analysis<|message|>I should call a tool.<|end|><|start|>assistant",
+           lambda n, a, i: f"<|channel|>commentary to=functions.{n} <|constrain|>json<|message|>{_j(a)}"),
+]}
+FORMATS = list(FAMILIES)
+
+
+# --------------------------------------------------------------------------------------------------
+# driving the manager
+
+_RID = [0]
+
+
+def add_ready_request(fam: Family, constraint) -> tuple[StructuredOutputManager, str]:
+    mgr = manager(fam.vocab, fam.parser)
+    _RID[0] += 1
+    rid = f"r{_RID[0]}"
+    mgr.add_request(rid, constraint, vocab(fam.vocab).encode(fam.prompt), chat_template_kwargs=fam.kwargs or None,
+                    include_reasoning=fam.include_reasoning)
+    deadline = time.monotonic() + 60
+    while not mgr.is_ready(rid) and time.monotonic() < deadline:
+        time.sleep(0.002)
+    assert mgr.is_ready(rid) and mgr.error(rid) is None, mgr.error(rid)
+    return mgr, rid
+
+
+def _masked_out(mgr: StructuredOutputManager, rid: str, t: int) -> bool:
+    batch = mgr.grammar_bitmask([rid])
+    if batch is None or not len(batch):
+        return False
+    return not ((int(batch.bitmask[0, t >> 5]) >> (t & 31)) & 1)
+
+
+def run_stream(fam: Family, constraint, ids: list[int], *, check_mask: bool = True) -> int | None:
+    """Feed the prompt, then ``ids`` one token at a time (with ``check_mask``, each also checked
+    against that step's bitmask). Returns the index of the first rejected token, or None."""
+    v = vocab(fam.vocab)
+    mgr, rid = add_ready_request(fam, constraint)
+    try:
+        for k, t in enumerate(ids):
+            masked_out = check_mask and _masked_out(mgr, rid, t)
+            res = mgr.accept_tokens(rid, [t])
+            if res.status == "error":
+                assert masked_out or not check_mask, f"token {k} {v.decode([t])!r} rejected but allowed by the mask"
+                return k
+            assert not masked_out, f"token {k} {v.decode([t])!r} accepted but masked out"
+        return None
+    finally:
+        mgr.remove_request(rid)
+
+
+def finish(fam: Family, constraint, output: str, *, check_mask: bool = True) -> None:
+    """The whole stream passes token by token, and a stop token then ends it."""
+    v = vocab(fam.vocab)
+    ids = v.encode(output) + [min(v.stop_token_ids)]
+    rejected = run_stream(fam, constraint, ids, check_mask=check_mask)
+    assert rejected is None, f"{fam.fmt}: rejected at token {rejected}: {v.decode(ids[:rejected])[-80:]!r} + " \
+                             f"{v.decode(ids[rejected:rejected + 1])!r}"
+
+
+def assert_rejected_at(fam: Family, constraint, good_prefix: str, bad_text: str, *, offset: int = 0,
+                       bad_ids: list[int] | None = None) -> None:
+    """The tokens of ``good_prefix`` and the first ``offset`` tokens of ``bad_text`` are accepted; the
+    next one is masked out and rejected."""
+    v = vocab(fam.vocab)
+    pre = v.encode(good_prefix)
+    bad = bad_ids if bad_ids is not None else v.encode(bad_text)
+    ok, wrong = pre + bad[:offset], bad[offset]
+    mgr, rid = add_ready_request(fam, constraint)
+    try:
+        res = mgr.accept_tokens(rid, ok)
+        assert res.status == "ok", f"{fam.fmt}: the valid prefix was rejected: {res.message} ({v.decode(ok)[-80:]!r})"
+        assert _masked_out(mgr, rid, wrong), f"{fam.fmt}: {v.decode([wrong])!r} is allowed after {v.decode(ok)[-60:]!r}"
+        res = mgr.accept_tokens(rid, [wrong])
+        assert res.status == "error", f"{fam.fmt}: {v.decode([wrong])!r} accepted after {v.decode(ok)[-60:]!r}"
+    finally:
+        mgr.remove_request(rid)
+
+
+
+# ================================================================================================
+# benchmarks (tests/test_bench_*.py): what ``python -m bench ...`` prints and writes, checked for what
+# can break (the table, the rows and their keys), not for the benchmark's own arithmetic
+
+# what bench.harness.write_rows adds to every row
+ROW_META = ("bench", "date", "python", "torch", "xgrammar")
+
+
+def assert_table(text: str, columns: Sequence[str]) -> None:
+    """``text`` (a benchmark's stdout) has a table header line naming ``columns`` in this order."""
+    for line in text.splitlines():
+        words = line.split()
+        if [w for w in words if w in columns] == list(columns):
+            return
+    raise AssertionError(f"no table header with the columns {list(columns)} in:\n{text}")
+
+
+def read_rows(path: Path, bench: str, keys: Sequence[str]) -> list[dict[str, Any]]:
+    """The rows a benchmark appended to ``path``: one JSON object per line (as Python's json reads it:
+    ``python -m bench loop`` writes NaN for a ratio whose floor measured 0), tagged with the benchmark's
+    name and the machine facts, each with every one of ``keys``."""
+    rows = []
+    for n, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), 1):
+        row = json.loads(line)
+        assert isinstance(row, dict), f"line {n}: {line}"
+        missing = [k for k in (*ROW_META, *keys) if k not in row]
+        assert not missing, f"line {n} lacks {missing}: {line}"
+        assert row["bench"] == bench, f"line {n}: {line}"
+        rows.append(row)
+    assert rows, f"{path} has no rows"
+    return rows
