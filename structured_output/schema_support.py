@@ -162,9 +162,12 @@ def _regex_problem(pattern: str) -> str | None:
     return None
 
 
-def _unescape(token: str) -> str:
-    from urllib.parse import unquote
-    return unquote(token).replace("~1", "/").replace("~0", "~")
+def _unescape(token: str, *, uri: bool = True) -> str:
+    """A JSON-pointer token (``uri``: from a ``$ref``, so percent-encoded too)."""
+    if uri:
+        from urllib.parse import unquote
+        token = unquote(token)
+    return token.replace("~1", "/").replace("~0", "~")
 
 
 def _resolve_pointer(root: Any, ref: str) -> bool:
@@ -377,7 +380,7 @@ def _formats(schema: Any, keywords: Sequence[tuple[str, str]]) -> list[str]:
             continue
         node = schema
         for token in path[2:].split("/") if path != "#" else ():
-            key = _unescape(token)
+            key = _unescape(token, uri=False)
             node = node[int(key)] if isinstance(node, list) else node[key]
         out.append(node["format"])
     return out
