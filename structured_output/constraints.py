@@ -39,6 +39,8 @@ def _canonical_json(value: Any) -> str:
     the grammar asks for, so two schemas that differ only there are different constraints."""
     try:
         return json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    except RecursionError:
+        raise ValueError("nested too deeply to serialise as JSON") from None
     except (TypeError, ValueError) as e:
         raise ValueError(f"not serialisable as JSON: {e}") from e
 
@@ -59,6 +61,19 @@ class Constraint:
         is kept (it is the order the grammar asks for); whitespace and formatting are not."""
         return f"{self.kind}|{json.dumps(dict(self.options), sort_keys=True)}|{self.spec}"
 
+    @cached_property
+    def schema_check(self) -> Any:
+        """For a JSON schema with keywords the grammar does not enforce: the
+        :class:`~.schema_support.OutputCheck` the finished output must pass; None otherwise (and for
+        every other kind). ``ValueError`` naming the keyword and its path for a schema that can never
+        be honoured, or (``unsupported="reject"``) that needs the check. Computed once per constraint,
+        when the compiler validates it (see :mod:`.schema_support`)."""
+        if self.kind != "json_schema":
+            return None
+        from .schema_support import schema_check
+        return schema_check(self.spec, strict=bool(self.option("strict", True)),
+                            unsupported=self.option("unsupported", "check"))
+
     def option(self, name: str, default: Any = None) -> Any:
         for k, v in self.options:
             if k == name:
@@ -68,7 +83,8 @@ class Constraint:
     # -- constructors ------------------------------------------------------------------------
     @classmethod
     def json_schema(cls, schema: Mapping[str, Any] | str | bool, *, any_whitespace: bool = True,
-                    max_whitespace: int | None = DEFAULT_MAX_WHITESPACE, strict: bool = True) -> Constraint:
+                    max_whitespace: int | None = DEFAULT_MAX_WHITESPACE, strict: bool = True,
+                    unsupported: Literal["check", "reject"] = "check") -> Constraint:
         """A JSON schema (a dict, ``True``/``False``, or its JSON text).
 
         Whitespace: ``any_whitespace=True`` (default, as vLLM and xgrammar do) lets the model put
@@ -78,17 +94,28 @@ class Constraint:
         JSON, ``","`` and ``":"``). ``any_whitespace=False`` allows exactly one line as ``json.dumps``
         writes it (``", "`` and ``": "``, no other whitespace).
         ``strict`` (default) forbids properties and items the schema does not list (an unset
-        ``additionalProperties`` is read as false), as engines do for structured output."""
+        ``additionalProperties`` is read as false), as engines do for structured output.
+
+        Keywords the grammar cannot enforce (``uniqueItems``, ``not``, ``if``, ``oneOf`` exclusivity...:
+        the table is in :mod:`.schema_support`): with ``unsupported="check"`` (default) the finished
+        output is validated against the whole schema when the grammar accepts a stop token, and a
+        violation puts the request in ``ERROR``; with ``unsupported="reject"`` ``add_request`` raises a
+        ``ValueError`` naming the keyword and its path. An external or unresolved ``$ref``,
+        ``"type": []`` and a ``required`` no object can satisfy are always a ``ValueError``."""
+        if unsupported not in ("check", "reject"):
+            raise ValueError(f"unsupported must be 'check' or 'reject', got {unsupported!r}")
         if isinstance(schema, str):
             try:
                 schema = json.loads(schema)
             except json.JSONDecodeError as e:
                 raise ValueError(f"invalid JSON schema: not valid JSON ({e})") from e
+            except RecursionError:
+                raise ValueError("invalid JSON schema: nested too deeply") from None
         if not isinstance(schema, (dict, bool)):
             raise ValueError(f"invalid JSON schema: expected an object, got {type(schema).__name__}")
         return cls("json_schema", _canonical_json(schema),
                    _opts(any_whitespace=bool(any_whitespace), max_whitespace=_ws(max_whitespace),
-                         strict=bool(strict)))
+                         strict=bool(strict), unsupported=unsupported))
 
     @classmethod
     def json_object(cls, *, any_whitespace: bool = True,

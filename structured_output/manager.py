@@ -24,6 +24,7 @@ from .fill import RowFiller, Walk
 from .gating import ReasoningGate
 from .request_state import COMPILING, CONSTRAINED, ERROR, TERMINATED, THINKING, RequestState, RequestStatus
 from .rows import row_with
+from .schema_support import new_matcher, output_problem
 
 __all__ = ["StructuredOutputManager", "RequestStatus", "AcceptResult", "BitmaskBatch", "ScheduleEntry"]
 
@@ -494,8 +495,7 @@ class StructuredOutputManager:
             # every token was accepted, so only the last can be a stop token (one before it would
             # have terminated the grammar and failed the next); accepting a stop token terminates it
             if n and token_ids[-1] in self._stop_ids:
-                req.status = TERMINATED
-                return _TERMINATED
+                return self._terminate(req)
             return _OK
         if st is THINKING:
             tracker = req.tracker
@@ -548,7 +548,7 @@ class StructuredOutputManager:
                 return
             compiled: CompiledConstraint = fut.result()
             req.compiled = compiled
-            req.matcher = xgr.GrammarMatcher(compiled.grammar)
+            req.matcher = new_matcher(compiled)  # records its tokens when the schema needs an output check
             req.may_allow_all = compiled.may_allow_all
             if req.tracker is not None:
                 req.status = THINKING
@@ -575,8 +575,7 @@ class StructuredOutputManager:
         req.n_out += n
         req.n_content += n
         if n and tokens[-1] in self._stop_ids:
-            req.status = TERMINATED
-            return _TERMINATED
+            return self._terminate(req)
         return _OK
 
     def _rejected(self, req: RequestState, m: xgr.GrammarMatcher, tokens: list[int], i: int) -> AcceptResult:
@@ -585,9 +584,20 @@ class StructuredOutputManager:
         req.n_out += i
         req.n_content += i
         if m.is_terminated():
-            req.status = TERMINATED
+            if self._terminate(req) is not _TERMINATED:
+                return AcceptResult("error", req.message)
             return self._after_end(req, tokens[i:])
         return self._reject(req, tokens[i], "")
+
+    def _terminate(self, req: RequestState) -> AcceptResult:
+        """The grammar accepted a stop token: the output is complete. A schema with keywords the grammar
+        does not enforce has its output checked here, once (schema_support.py): a violation is ERROR."""
+        problem = output_problem(req.matcher, self.vocabulary, self._stop_ids)
+        if problem is not None:
+            req.fail(problem)
+            return AcceptResult("error", problem)
+        req.status = TERMINATED
+        return _TERMINATED
 
     def _after_end(self, req: RequestState, tokens: list[int]) -> AcceptResult:
         """Tokens after the grammar accepted a stop token: only stop tokens."""

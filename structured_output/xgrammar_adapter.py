@@ -101,6 +101,7 @@ class GrammarBuilder:
                 max_ws = constraint.option("max_whitespace") if any_ws else None
                 spec = constraint.spec if kind == "json_schema" else '{"type": "object"}'
                 strict = bool(constraint.option("strict", True)) if kind == "json_schema" else False
+                _ = constraint.schema_check  # ValueError: keywords it cannot honour (schema_support.py)
                 if any_ws and max_ws == 0:  # no whitespace at all: compact JSON
                     grammar = xgr.Grammar.from_json_schema(spec, any_whitespace=False, separators=(",", ":"),
                                                            strict_mode=strict)
