@@ -151,3 +151,86 @@ def test_token_marker_chunked_with_text_property(name, vocab, data):
     assert run(parser, prompt, chunks, None) == expected
     assert run(parser, prompt, chunks, own_text(v)) == expected
     assert run(parser, prompt, chunks, skip_specials_text(v)) == expected
+
+
+# ------------------------------------------------------------------------------------------------
+# granite (text markers written with ordinary tokens): the marker the ids complete is the real one;
+# text that only the detokenizer made look like a marker (cleaned-up spaces, a skipped special token
+# between the pieces) ends nothing
+
+GRANITE_ON = {"thinking": True}
+
+
+def cleanup_text(v: Vocabulary) -> Callable[[Sequence[int]], str]:
+    """A detokenizer that cleans up tokenization spaces (" 's" -> "'s", as HF's clean_up_tokenization)."""
+    own = own_text(v)
+    return lambda ids: own(ids).replace(" 's", "'s")
+
+
+@pytest.fixture(scope="module", params=["qwen3_6", "deepseek_v4"])
+def granite(request):
+    v = load_vocabulary(request.param)
+    return get_reasoning_parser("granite")(v, GRANITE_ON)
+
+
+def _granite_output(v: Vocabulary, look_alike: list[int]) -> list[int]:
+    return (v.encode("Here is my thought process:") + v.encode("\nI think ") + look_alike
+            + v.encode(" is not it. ") + v.encode("Here is my response:") + v.encode("\n\nAnswer."))
+
+
+def test_granite_cleaned_up_look_alike_marker(granite):
+    v = granite.vocabulary
+    look_alike = v.encode("Here") + v.encode(" 's my response:")
+    assert v.decode(look_alike) == "Here 's my response:"
+    ids = _granite_output(v, look_alike)
+    expected = whole(granite, (), ids)
+    assert expected == ("\nI think Here 's my response: is not it. ", "\n\nAnswer.")
+    assert run(granite, (), [ids], own_text(v)) == expected
+    assert run(granite, (), [ids], cleanup_text(v)) == expected
+    assert run(granite, (), [ids], None) == expected
+
+
+def test_granite_look_alike_marker_split_by_a_skipped_special(granite):
+    v = granite.vocabulary
+    special = min(v.stop_token_ids)
+    look_alike = v.encode("Here is my") + [special] + v.encode(" response:")
+    ids = _granite_output(v, look_alike)
+    expected = whole(granite, (), ids)
+    assert expected[1] == "\n\nAnswer."
+    assert run(granite, (), [ids], own_text(v)) == expected
+    assert run(granite, (), [ids], skip_specials_text(v)) == expected
+    assert run(granite, (), [ids], None) == expected
+
+
+@st.composite
+def granite_outputs(draw, v: Vocabulary):
+    special = min(v.stop_token_ids)
+    pool = {"word": v.encode("word"), " x": v.encode(" x"), "\n": v.encode("\n"),
+            "cleanup": v.encode("Here") + v.encode(" 's my response:"),
+            "split": v.encode("Here is my") + [special] + v.encode(" response:")}
+    reasoning = [t for k in draw(st.lists(st.sampled_from(sorted(pool)), max_size=6)) for t in pool[k]]
+    content = [t for k in draw(st.lists(st.sampled_from(sorted(pool)), max_size=4)) for t in pool[k]]
+    end = v.encode("Here is my response:") if draw(st.booleans()) else []
+    ids = v.encode("Here is my thought process:") + reasoning + end + content
+    cuts = draw(st.lists(st.integers(0, len(ids)), max_size=6))
+    bounds = [0, *sorted(set(cuts)), len(ids)]
+    return ids, [ids[a:b] for a, b in zip(bounds, bounds[1:]) if b > a]
+
+
+@pytest.mark.parametrize("vocab", ["qwen3_6", "deepseek_v4"])
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_granite_chunked_with_text_property(vocab, data):
+    """Any chunking, any of the detokenizers: the split is the ids' (the characters of a skipped
+    special token, or cleaned-up spaces, may come from the given text, so both sides are normalized)."""
+    v = load_vocabulary(vocab)
+    parser = get_reasoning_parser("granite")(v, GRANITE_ON)
+    ids, chunks = data.draw(granite_outputs(v))
+    expected = whole(parser, (), ids)
+    assert run(parser, (), chunks, None) == expected
+    assert run(parser, (), chunks, own_text(v)) == expected
+    special = v.decode([min(v.stop_token_ids)])
+    for detok, norm in ((skip_specials_text(v), lambda s: s.replace(special, "")),
+                        (cleanup_text(v), lambda s: s.replace(" 's", "'s"))):
+        got = run(parser, (), chunks, detok)
+        assert tuple(map(norm, got)) == tuple(map(norm, expected))
