@@ -454,6 +454,36 @@ def _split_text(mode: Mode, held: str, text: str) -> tuple[str, str]:
     return full[len(held):s] if s > len(held) else "", full[e:]
 
 
+def _same_split(before: State, own: bytes, mine: tuple, given: bytes, theirs: tuple) -> bool:
+    """True when the detokenizer's ``given`` bytes of a delta split as our ``own`` bytes of its ids do:
+    the same state after, the same events with the same marker texts, and between every two
+    boundaries the same number of occurrences of every marker text (so a marker that only the given
+    text spells, e.g. ``Here's my response:`` made of ``Here`` ``␣'s`` by cleaned-up spaces, or one
+    whose pieces a skipped special token separated, is never taken for the real one). O(len(delta))."""
+    if mine[0] != theirs[0]:
+        return False
+    ev_a, ev_b = mine[5], theirs[5]
+    if [k for k, _, _ in ev_a] != [k for k, _, _ in ev_b]:
+        return False
+    hold = _unpack(before)[1]
+    buf_a, buf_b = hold + own, hold + given
+    off = len(hold)
+    cuts_a: list[int] = [0]
+    cuts_b: list[int] = [0]
+    for (kind, s, e), (_, s2, e2) in zip(ev_a, ev_b):
+        if kind != "skip" and buf_a[max(0, s + off):e + off] != buf_b[max(0, s2 + off):e2 + off]:
+            return False
+        cuts_a += [max(0, s + off), e + off]
+        cuts_b += [max(0, s2 + off), e2 + off]
+    cuts_a.append(len(buf_a))
+    cuts_b.append(len(buf_b))
+    for i in range(0, len(cuts_a), 2):
+        seg_a, seg_b = buf_a[cuts_a[i]:cuts_a[i + 1]], buf_b[cuts_b[i]:cuts_b[i + 1]]
+        if any(seg_a.count(m) != seg_b.count(m) for m in _ALL_B):
+            return False
+    return True
+
+
 class GraniteTracker(StateTracker[State]):
     """Engine-core state of one request: the shared :class:`~reasoning.base.StateTracker` over a
     :class:`Scan` or ``ENDED``; O(bytes of the call + marker length) per call.
@@ -475,8 +505,11 @@ class GraniteTracker(StateTracker[State]):
 class GraniteStream(ReasoningStream):
     """Front-end streaming splitter of one request; the cost of ``feed`` grows with its delta only.
 
-    It works on the UTF-8 bytes of ``text`` (or of the tokens, when ``text`` is None), so a character
-    split across calls comes out whole once complete. Text that may still be part of a marker is held
+    The token ids decide where the thoughts open and end (the bytes of the ids, as the tracker and
+    :meth:`GraniteReasoningParser.split` read them); ``text``, when given, only supplies the
+    characters, and only when it splits the same way (else the delta is decoded from the ids): text a
+    detokenizer made look like a marker (cleaned-up spaces, skipped special tokens) ends nothing. It
+    works on UTF-8 bytes, so a character split across calls comes out whole once complete. Text that may still be part of a marker is held
     back (at most a marker's length, plus leading whitespace while undecided); :meth:`finish` releases
     it at the end of generation (as reasoning: an output cut inside a marker never ended its thoughts).
     The concatenated deltas equal :meth:`GraniteReasoningParser.extract_reasoning` on the whole text.
@@ -498,48 +531,67 @@ class GraniteStream(ReasoningStream):
     def feed(self, token_ids: Sequence[int], text: str | None = None) -> DeltaMessage:
         if self._finished:
             raise ValueError("GraniteStream.feed after finish()")
-        if text is not None:
-            data = text.encode("utf-8")
-        else:
-            tb = self._parser.vocabulary.token_bytes
-            data = b"".join([tb[t] for t in token_ids])
+        before = self._st
+        tb = self._parser.vocabulary.token_bytes
+        own = b"".join([tb[t] for t in token_ids])
+        given = None if text is None else text.encode("utf-8")
+        # the ids decide (the bytes the tracker and the whole split read) and our decoders always follow
+        # them, so the stream stays right whichever source a delta's characters come from; the given
+        # text supplies the characters when it splits the same way (see _same_split)
         if self._st == ENDED:
-            return self._out(b"", data)
-        mode, hold = _unpack(self._st)
-        self._st, events = _feed(self._st, data)
-        part = _unpack(self._st)[1]
+            c = self._cdec.decode(own)
+            return DeltaMessage(None, c or None) if given is None or given == own else DeltaMessage(None, text or None)
+        mine = self._advance(own)
+        theirs = None if given is None or given == own else self._advance(given)
+        self._st, self._skip = mine[0], mine[4]
+        self._ws[:] = mine[3]
+        out = self._out(mine[1], mine[2])
+        if theirs is None or not _same_split(before, own, mine, given, theirs):  # type: ignore[arg-type]
+            return out
+        r, c = theirs[1].decode("utf-8", "replace"), theirs[2].decode("utf-8", "replace")
+        return DeltaMessage(r or None, c or None)
+
+    def _advance(self, data: bytes) -> tuple[State, bytes, bytes, bytes, int, list[Event]]:
+        """The delta ``data`` from the current state, without changing the stream: (state after,
+        reasoning bytes, content bytes, held whitespace after, prompt bytes still to skip, events)."""
+        st = self._st
+        mode, hold = _unpack(st)
+        st, events = _feed(st, data)
+        part = _unpack(st)[1]
+        ws = bytearray(self._ws)
+        skip = self._skip
         buf = hold + data if hold else data
         off = len(hold)
-        cur = min(self._skip, len(buf))
+        cur = min(skip, len(buf))
         r: list[bytes] = []
         c: list[bytes] = []
         for kind, s, e in events:
             if kind == "open":
-                self._ws.clear()
+                ws.clear()
                 cur = e + off
                 mode = THINKING
             elif kind == "end":
                 if mode == THINKING and s + off > cur:
                     r.append(buf[cur:s + off])
-                self._ws.clear()
+                ws.clear()
                 cur = max(cur, e + off)
                 mode = ENDED
             else:  # skip: everything held is content
-                c.append(bytes(self._ws))
-                self._ws.clear()
+                c.append(bytes(ws))
+                ws.clear()
                 mode = ENDED
         if mode == ENDED:
             c.append(buf[cur:])
-            self._skip = 0
+            skip = 0
         elif mode == THINKING:
             keep = len(part)
             if len(buf) - keep > cur:
                 r.append(buf[cur:len(buf) - keep])
-            self._skip = max(0, self._skip - (len(buf) - keep))
+            skip = max(0, skip - (len(buf) - keep))
         else:  # still PENDING: this call's leading whitespace joins the held whitespace
             if not hold:
-                self._ws += data[:len(data) - len(part)]
-        return self._out(b"".join(r), b"".join(c))
+                ws += data[:len(data) - len(part)]
+        return st, b"".join(r), b"".join(c), bytes(ws), skip, events
 
     def finish(self) -> DeltaMessage:
         """End of generation: release held text (reasoning: the thoughts never ended) and any

@@ -283,8 +283,11 @@ class TokenMarkerStream(ReasoningStream):
     Markers give no text. When ``text`` is None (or equals this stream's own decoding of the delta)
     the text of each token run is decoded from the vocabulary with an incremental UTF-8 decoder (a
     character split across calls comes out whole, once complete). When ``text`` differs (another
-    detokenizer), it is split at the marker texts it contains; if a marker text is missing from it
-    (special tokens skipped by the detokenizer), the stream's own decoding is used.
+    detokenizer), the ids still decide where the reasoning ends and ``text`` only supplies the
+    characters: each boundary is placed at the occurrence of its marker text whose rank matches our
+    own decoding (a marker spelled with ordinary tokens in the reasoning is text, not a boundary);
+    if ``text`` cannot be aligned that way (special tokens skipped by the detokenizer), the stream's
+    own decoding is used.
     """
 
     def __init__(self, parser: TokenMarkerParser, state: State) -> None:
@@ -327,7 +330,7 @@ class TokenMarkerStream(ReasoningStream):
         own = self._decode_runs(runs)
         if text is None or text == (own.reasoning or "") + (own.content or ""):
             return own
-        given = self._split_given(runs, text)
+        given = self._split_given(runs, text, before == ENDED)
         return own if given is None else given
 
     def finish(self) -> DeltaMessage:
@@ -348,16 +351,34 @@ class TokenMarkerStream(ReasoningStream):
                 out[kind].append(self._decoder.decode(b"".join([tb[t] for t in ids])))
         return DeltaMessage("".join(out["r"]) or None, "".join(out["c"]) or None)
 
-    def _split_given(self, runs: list[tuple[str, list[int]]], text: str) -> DeltaMessage | None:
-        """Split a detokenizer's ``text`` at the marker texts; None when they are not all there."""
+    def _split_given(self, runs: list[tuple[str, list[int]]], text: str, ended_before: bool) -> DeltaMessage | None:
+        """Split a detokenizer's ``text`` at the boundaries the ids put; None when it cannot be aligned.
+
+        The ids decide where each boundary is; ``text`` only supplies the characters. A boundary (a
+        dropped marker, or the implicit-end token that starts the content) lies before the text of its
+        marker token; reasoning may spell the same text with ordinary tokens, so the boundary is the
+        ``k+1``-th occurrence of the marker text in ``text`` after the previous boundary, ``k`` being
+        the number of occurrences our own decoding has before it (counted on the bytes of the run
+        since the previous boundary, plus the marker: an occurrence overlapping the marker counts as
+        before it). When ``text`` cannot be aligned that way (it lacks that occurrence, or holds more
+        or fewer occurrences of a boundary's marker text than our decoding of the delta: the
+        detokenizer skipped a special token) the caller uses its own decoding. O(len(delta)).
+        """
         mt = self._parser._marker_text
+        tb = self._parser.vocabulary.token_bytes
+        implicit = () if ended_before else self._parser.implicit_end_ids
         pieces: dict[str, list[str]] = {"r": [], "c": []}
         pos = 0
         current: str | None = None  # the kind of the text-bearing run being read
+        run_bytes = b""  # our own bytes of that run
+        boundary_markers: set[str] = set()
         for kind, ids in runs:
-            if kind == "m" or (kind == "c" and current == "r"):  # a boundary: find its marker text
+            if kind == "m" or (kind == "c" and ids[0] in implicit):  # a boundary: find its marker text
                 marker = mt.get(ids[0])
-                j = -1 if marker is None else text.find(marker, pos)
+                if marker is None:
+                    return None
+                boundary_markers.add(marker)
+                j = _nth_occurrence(text, marker, pos, _occurrences_before(run_bytes, marker.encode("utf-8")))
                 if j < 0:
                     return None
                 if current is not None:
@@ -366,11 +387,38 @@ class TokenMarkerStream(ReasoningStream):
                     return None
                 pos = j + len(marker) if kind == "m" else j
                 current = None
+                run_bytes = b""
             if kind != "m":
                 current = kind
+                run_bytes = b"".join([tb[t] for t in ids])
         if current is not None:
             pieces[current].append(text[pos:])
         elif pos != len(text):
             return None
+        if boundary_markers:  # the text must hold every occurrence ours has, no fewer, no more
+            own = b"".join([tb[t] for _, ids in runs for t in ids])
+            if any(own.count(m.encode("utf-8")) != text.count(m) for m in boundary_markers):
+                return None
         content = self._parser._strip_content("".join(pieces["c"]))
         return DeltaMessage("".join(pieces["r"]) or None, content or None)
+
+
+def _occurrences_before(run: bytes, marker: bytes) -> int:
+    """How many occurrences of ``marker`` start in ``run + marker`` before the marker appended (at
+    ``len(run)``), overlapping ones included: the rank of the real marker among its textual twins."""
+    data = run + marker
+    k, i = 0, data.find(marker)
+    while 0 <= i < len(run):
+        k += 1
+        i = data.find(marker, i + 1)
+    return k
+
+
+def _nth_occurrence(text: str, marker: str, pos: int, k: int) -> int:
+    """The start of the ``k``-th (0-based) occurrence of ``marker`` in ``text`` at or after ``pos``,
+    overlapping ones included; -1 when there are fewer."""
+    i = text.find(marker, pos)
+    while k > 0 and i >= 0:
+        k -= 1
+        i = text.find(marker, i + 1)
+    return i
