@@ -124,7 +124,10 @@ class StructuredOutputManager:
     Thread-safety
     -------------
     The manager is driven by one thread, the scheduler loop: its methods must not be called
-    concurrently. Compiles run on the compiler's threads, which only complete futures; the manager
+    concurrently. A cheap guard catches it (a thread-id compare per public call, no lock): a thread
+    calling a public method while another thread is inside one gets a ``RuntimeError`` naming both,
+    and nothing moves for that call (a race that both threads enter at the same instant is not
+    guaranteed to be caught). Handing the manager from one thread to another between calls is fine. Compiles run on the compiler's threads, which only complete futures; the manager
     reads them when it is called. Large batches are filled by xgrammar's batch matcher on its own
     threads, outside the GIL, inside ``grammar_bitmask``.
 
@@ -170,11 +173,26 @@ class StructuredOutputManager:
     Failure model
     -------------
     A compile error or timeout (``compile_timeout_s``, counted from ``add_request``: a request is never
-    ``COMPILING`` longer), or a token the grammar rejects, puts that request in ``ERROR`` with a message;
-    it gets no more rows, and ``accept_tokens`` answers ``error``. Only misuse raises: an unknown or
-    duplicate request id (``KeyError`` / ``ValueError``), a request scheduled before it is ready, a
-    schedule larger than the buffer, more drafts than ``num_speculative_tokens``, token ids outside the
-    logits width (``ValueError``).
+    ``COMPILING`` longer), a constraint that accepts no output (its grammar allows no first token and
+    cannot end at once: known when its compile resolves), a grammar that walks into a dead end (a row
+    that allows no token at all, after the committed tokens or after this step's drafts: that row is
+    left out of the batch, so it never reaches the logits; the request's rows before it in the same
+    step are kept), or a token the grammar rejects, puts that request in ``ERROR`` with a message; it
+    gets no more rows, and ``accept_tokens`` answers ``error``. Only misuse raises, at once, and then
+    nothing has moved (every matcher at its committed state, no request status changed except a
+    compile that resolved): an unknown or duplicate request id (``KeyError`` / ``ValueError``), a
+    request scheduled before it is ready, a schedule that is not a sequence of ids / ``(id, drafts)``
+    pairs or is larger than the buffer, more drafts than ``num_speculative_tokens``, token ids (drafts
+    or committed) that are not ints (``bool``, ``float``, ``str`` are refused; numpy integers are
+    fine) or lie outside the logits width (``ValueError`` naming the request and the value; a list is
+    checked whole before any token is fed), a second thread (``RuntimeError``). An exception from
+    anywhere inside a fill (xgrammar included) rolls back every matcher already walked and propagates;
+    that call returns no batch.
+
+    Rows already in the buffer: a precomputed row (thinking, pending, stop-only) is not written again
+    where the same row sat last step; every fill marks the places it may write first (kept rows, rows
+    dropped because they allow everything, dead rows alike), so a stale row never stands in for
+    another request's row.
 
     Costs
     -----
