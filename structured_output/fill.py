@@ -11,8 +11,9 @@ import os
 from collections.abc import Sequence
 from typing import Literal
 
-import torch
 import xgrammar as xgr
+
+from .buffer import BitmaskBuffer
 
 __all__ = ["Walk", "RowFiller", "auto_fill_threads"]
 
@@ -54,8 +55,10 @@ class RowFiller:
     ``num_threads``.
 
     The fill methods append each filled row's logits row and request id to ``row_logits`` /
-    ``row_rids``, the row itself going to ``bitmask[len(row_logits)]`` (the caller's next free row);
-    they leave every matcher at its committed state. Not thread-safe: one caller at a time.
+    ``row_rids``, the row itself going to place ``len(row_logits)`` of the buffer (the caller's next
+    free place; the caller marks the places fills may write with :meth:`BitmaskBuffer.overwritten`
+    first); they leave every matcher at its committed state, also when they raise. Not thread-safe:
+    one caller at a time.
     """
 
     __slots__ = ("num_threads", "min_rows", "_batch_matcher", "_stop_ids")
@@ -70,11 +73,13 @@ class RowFiller:
         self._batch_matcher = xgr.BatchGrammarMatcher(num_threads)
         self._stop_ids = stop_token_ids
 
-    def fill_plain(self, bitmask: torch.Tensor, matchers: list[xgr.GrammarMatcher], rows: list[int],
-                   rids: list[str], row_logits: list[int], row_rids: list[str]) -> None:
+    def fill_plain(self, sb: BitmaskBuffer, matchers: list[xgr.GrammarMatcher], rows: list[int],
+                   rids: list[str], row_logits: list[int], row_rids: list[str], dead: list[str]) -> None:
         """One row per matcher at its committed state, for logits row ``rows[i]`` of request ``rids[i]``
-        (no drafts, and rows that never allow everything, so every row is kept)."""
+        (no drafts, and rows that never allow everything, so every row is kept, except a row that
+        allows no token at all: it is left out and its request appended to ``dead``). Moves no matcher."""
         n0 = len(row_logits)
+        bitmask = sb.bitmask
         if len(matchers) >= self.min_rows:
             self._batch_matcher.batch_fill_next_token_bitmask(matchers, bitmask, list(range(n0, n0 + len(matchers))))
         else:
@@ -82,20 +87,59 @@ class RowFiller:
             for m in matchers:
                 m.fill_next_token_bitmask(bitmask, i)
                 i += 1
+        empty = sb.row_is_empty
+        for i in range(n0, n0 + len(matchers)):
+            if empty(i):  # rare: keep the rows that allow something, in place order
+                self._keep_live(sb, n0, rows, rids, row_logits, row_rids, dead)
+                return
         row_logits.extend(rows)
         row_rids.extend(rids)
 
-    def fill_walks(self, bitmask: torch.Tensor, walks: list[Walk], row_logits: list[int], row_rids: list[str]) -> None:
+    @staticmethod
+    def _keep_live(sb: BitmaskBuffer, n0: int, rows: list[int], rids: list[str], row_logits: list[int],
+                   row_rids: list[str], dead: list[str]) -> None:
+        """Rows ``n0 ..`` were filled for ``rows`` / ``rids``; some allow nothing: move the others down
+        over them, append them, and append the requests of the empty ones to ``dead``."""
+        buf = sb.bitmask_np
+        for k, (r, rid) in enumerate(zip(rows, rids)):
+            i = n0 + k
+            if sb.row_is_empty(i):
+                dead.append(rid)
+                continue
+            j = len(row_logits)
+            if j != i:
+                buf[j] = buf[i]
+            row_logits.append(r)
+            row_rids.append(rid)
+
+    def fill_walks(self, sb: BitmaskBuffer, walks: list[Walk], row_logits: list[int], row_rids: list[str],
+                   dead: list[str]) -> None:
         """Every walk's rows, in rounds over all of them: fill row ``j``, accept draft ``j``. A walk
         leaves when its drafts are used up, a draft is rejected, or a draft is a stop token (which
-        terminates the grammar: no rows after it); then its matcher is rolled back.
+        terminates the grammar: no rows after it); then its matcher is rolled back. A row that allows
+        no token at all (a dead end of the grammar) is left out, its walk ends there, and its request
+        is appended to ``dead``.
 
-        Call it after the whole schedule was checked: a misuse found in the schedule then leaves
-        every matcher untouched."""
-        if len(walks) < self.min_rows:
-            self._walk_one_by_one(bitmask, walks, row_logits, row_rids)
-            return
+        Every matcher leaves at its committed state, also when an exception is raised from anywhere
+        inside (then the rows written are garbage: the caller returns no batch). Call it after the
+        whole schedule was checked: a misuse found in the schedule then leaves every matcher untouched."""
+        try:
+            if len(walks) < self.min_rows:
+                self._walk_one_by_one(sb, walks, row_logits, row_rids, dead)
+            else:
+                self._walk_in_rounds(sb, walks, row_logits, row_rids, dead)
+        except BaseException:
+            for w in walks:  # the walks not rolled back yet (accepted is 0 once a walk is rolled back)
+                if w.accepted:
+                    w.matcher.rollback(w.accepted)
+                    w.accepted = 0
+            raise
+
+    def _walk_in_rounds(self, sb: BitmaskBuffer, walks: list[Walk], row_logits: list[int], row_rids: list[str],
+                        dead: list[str]) -> None:
         stops = self._stop_ids
+        bitmask = sb.bitmask
+        empty = sb.row_is_empty
         live = walks
         if any(w.content_start < w.next_row for w in walks):
             live = []
@@ -114,22 +158,44 @@ class RowFiller:
                     live.append(w)
                 elif w.accepted:
                     m.rollback(w.accepted)
+                    w.accepted = 0
         while live:
             n0 = len(row_logits)
+            ended: list[Walk] = []  # walks whose row of this round allows nothing
             if len(live) >= self.min_rows and not any(w.may_allow_all for w in live):
                 self._batch_matcher.batch_fill_next_token_bitmask(
                     [w.matcher for w in live], bitmask, list(range(n0, n0 + len(live))))
-                row_logits.extend([w.logits_base + w.next_row for w in live])
-                row_rids.extend([w.request_id for w in live])
+                rows = [w.logits_base + w.next_row for w in live]
+                rids = [w.request_id for w in live]
+                for i in range(n0, n0 + len(live)):
+                    if empty(i):
+                        nd0 = len(dead)
+                        self._keep_live(sb, n0, rows, rids, row_logits, row_rids, dead)
+                        gone = set(dead[nd0:])
+                        ended = [w for w in live if w.request_id in gone]
+                        break
+                else:
+                    row_logits.extend(rows)
+                    row_rids.extend(rids)
             else:
                 for w in live:
                     # fill_next_token_bitmask answers whether the row masks anything; one that
                     # masks nothing is dropped (possible only when may_allow_all)
-                    if w.matcher.fill_next_token_bitmask(bitmask, len(row_logits)) or not w.may_allow_all:
+                    i = len(row_logits)
+                    if w.matcher.fill_next_token_bitmask(bitmask, i) or not w.may_allow_all:
+                        if empty(i):
+                            dead.append(w.request_id)
+                            ended.append(w)
+                            continue
                         row_logits.append(w.logits_base + w.next_row)
                         row_rids.append(w.request_id)
             nxt: list[Walk] = []
             for w in live:
+                if ended and w in ended:
+                    if w.accepted:
+                        w.matcher.rollback(w.accepted)
+                        w.accepted = 0
+                    continue
                 j = w.next_row
                 drafts = w.drafts
                 if j < len(drafts):
@@ -142,49 +208,59 @@ class RowFiller:
                             continue
                 if w.accepted:
                     w.matcher.rollback(w.accepted)
+                    w.accepted = 0
             live = nxt
 
-    def _walk_one_by_one(self, bitmask: torch.Tensor, walks: list[Walk], row_logits: list[int],
-                         row_rids: list[str]) -> None:
-        """:meth:`fill_walks` without the batch matcher: each walk's rows in one tight loop, its state
-        in locals (the same rows; only their order in the batch differs)."""
+    def _walk_one_by_one(self, sb: BitmaskBuffer, walks: list[Walk], row_logits: list[int],
+                         row_rids: list[str], dead: list[str]) -> None:
+        """The walks without the batch matcher: each walk's rows in one tight loop, its state in locals
+        (the same rows; only their order in the batch differs). Each walk is rolled back in a
+        ``finally``, so an exception leaves no matcher moved."""
         stops = self._stop_ids
+        bitmask = sb.bitmask
+        empty = sb.row_is_empty
         for w in walks:
             m = w.matcher
             drafts = w.drafts
             j = w.next_row
-            accepted = w.accepted
+            accepted = 0
             accept = m.accept_token
-            ok = True
-            for t in drafts[w.content_start:j]:  # content drafts before the first grammar row (implicit end)
-                if not accept(t):
-                    ok = False
-                    break
-                accepted += 1
-                if t in stops:
-                    ok = False
-                    break
-            if ok:
-                fill = m.fill_next_token_bitmask
-                base = w.logits_base
-                rid = w.request_id
-                may_allow_all = w.may_allow_all
-                nd = len(drafts)
-                while True:
-                    if fill(bitmask, len(row_logits)) or not may_allow_all:
-                        row_logits.append(base + j)
-                        row_rids.append(rid)
-                    if j == nd:
-                        break
-                    t = drafts[j]
+            try:
+                ok = True
+                for t in drafts[w.content_start:j]:  # content drafts before the first grammar row (implicit end)
                     if not accept(t):
+                        ok = False
                         break
                     accepted += 1
                     if t in stops:
+                        ok = False
                         break
-                    j += 1
-            if accepted:
-                m.rollback(accepted)
+                if ok:
+                    fill = m.fill_next_token_bitmask
+                    base = w.logits_base
+                    rid = w.request_id
+                    may_allow_all = w.may_allow_all
+                    nd = len(drafts)
+                    while True:
+                        i = len(row_logits)
+                        if fill(bitmask, i) or not may_allow_all:
+                            if empty(i):  # a dead end: no row, and no rows after it
+                                dead.append(rid)
+                                break
+                            row_logits.append(base + j)
+                            row_rids.append(rid)
+                        if j == nd:
+                            break
+                        t = drafts[j]
+                        if not accept(t):
+                            break
+                        accepted += 1
+                        if t in stops:
+                            break
+                        j += 1
+            finally:
+                if accepted:
+                    m.rollback(accepted)
 
 
 def auto_fill_threads() -> int:

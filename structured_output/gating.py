@@ -18,6 +18,7 @@ import numpy as np
 from thinkgate.reasoning.base import ReasoningEnd
 from thinkgate.reasoning.vocabulary import Vocabulary
 
+from .buffer import BitmaskBuffer
 from .compiler import CompiledConstraint
 from .request_state import RequestState
 from .rows import row_with, row_without, set_bits
@@ -86,14 +87,13 @@ class ReasoningGate:
                 d[pkey] = row
         return row
 
-    def thinking_rows(self, req: RequestState, drafts: Sequence[int], base: int, buf: np.ndarray,
-                      static_at: list[np.ndarray | None], row_logits: list[int],
-                      row_rids: list[str]) -> ReasoningEnd | None:
+    def thinking_rows(self, req: RequestState, drafts: Sequence[int], base: int, sb: BitmaskBuffer,
+                      row_logits: list[int], row_rids: list[str]) -> ReasoningEnd | None:
         """The thinking rows of a thinking request (with a grammar) whose logits rows start at ``base``;
         returns where its thinking ends inside ``drafts`` (None: it does not).
 
-        Each thinking position gets the thinking (or pending) row, written to ``buf[len(row_logits)]``
-        unless ``static_at`` says that place holds it already, and recorded in ``static_at``. The
+        Each thinking position gets the thinking (or pending) row, placed at ``len(row_logits)`` by
+        :meth:`BitmaskBuffer.place` (not written again when that place holds it already). The
         positions after the returned end are grammar rows: the caller fills them, the grammar starting
         at ``drafts[end.content_start]`` with its first row at ``end.offset + 1``. Changes no request
         state (the tracker is only scanned)."""
@@ -118,10 +118,7 @@ class ReasoningGate:
                     assert compiled is not None, "a pending request has a grammar"
                     row = self.pending_row(compiled, keep)
             if row is not None:
-                i = len(row_logits)
-                if static_at[i] is not row:  # same row as last step at this place: nothing to write
-                    buf[i] = row
-                    static_at[i] = row
+                sb.place(len(row_logits), row)  # same row as last step at this place: nothing written
                 row_logits.append(base + j)
                 row_rids.append(rid)
         return end

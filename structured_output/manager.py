@@ -5,6 +5,8 @@ See :class:`StructuredOutputManager` for lifetimes, thread-safety and the step p
 
 from __future__ import annotations
 
+import functools
+import threading
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -18,6 +20,7 @@ from thinkgate.reasoning.base import ReasoningParser
 from thinkgate.reasoning.registry import get_reasoning_parser
 from thinkgate.reasoning.vocabulary import Vocabulary
 
+from .buffer import BitmaskBuffer
 from .compiler import CompiledConstraint, Compiler, xgrammar_message
 from .constraints import Constraint
 from .fill import RowFiller, Walk
@@ -46,6 +49,36 @@ class AcceptResult:
         return self.status != "error"
 
 
+def _one_thread(method: Any) -> Any:
+    """Guard a public method against a second thread: the manager records the thread inside one of
+    its public methods, and another thread calling one meanwhile gets a ``RuntimeError`` naming both
+    (a thread-id compare and two attribute writes per call; no lock). A nested call from the same
+    thread is allowed."""
+    name = method.__name__
+
+    @functools.wraps(method)
+    def guarded(self: StructuredOutputManager, *args: Any, **kwargs: Any) -> Any:
+        tid = _get_ident()
+        prev = self._driver
+        if prev is not None and prev != tid:
+            self._concurrent_call(prev, tid, name)
+        self._driver = tid
+        try:
+            return method(self, *args, **kwargs)
+        finally:
+            self._driver = prev
+
+    return guarded
+
+
+def _thread_name(ident: int) -> str:
+    for t in threading.enumerate():
+        if t.ident == ident:
+            return f"{t.name!r} (id {ident})"
+    return f"id {ident}"
+
+
+_get_ident = threading.get_ident
 _OK = AcceptResult("ok")
 _TERMINATED = AcceptResult("terminated")
 
@@ -74,27 +107,6 @@ class BitmaskBatch:
         return int(self.bitmask.shape[0])
 
 
-class BitmaskBuffer:
-    """One preallocated bitmask buffer and what the manager remembers about it between steps.
-
-    ``bitmask`` / ``indices`` are the tensors a :class:`BitmaskBatch` views (``*_np``: numpy views of
-    the same memory, for writes from numpy); ``views`` keeps the ``[:n]`` views of each row count
-    already returned (slicing a tensor per step costs more than a dictionary look-up); ``static_at[i]``
-    is the precomputed row (thinking, pending or stop-only) row ``i`` holds, None for a filled one,
-    so that a place that holds the same precomputed row as last step is not written again.
-    """
-
-    __slots__ = ("bitmask", "bitmask_np", "indices", "indices_np", "views", "static_at")
-
-    def __init__(self, rows: int, num_words: int, pin_memory: bool) -> None:
-        self.bitmask = torch.empty((rows, num_words), dtype=torch.int32, pin_memory=pin_memory)
-        self.bitmask_np: np.ndarray = self.bitmask.numpy()
-        self.indices = torch.empty((rows,), dtype=torch.int32, pin_memory=pin_memory)
-        self.indices_np: np.ndarray = self.indices.numpy()
-        self.views: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
-        self.static_at: list[np.ndarray | None] = [None] * rows
-
-
 class StructuredOutputManager:
     """Structured output for one model, called by the engine's scheduler every step.
 
@@ -113,7 +125,10 @@ class StructuredOutputManager:
     Thread-safety
     -------------
     The manager is driven by one thread, the scheduler loop: its methods must not be called
-    concurrently. Compiles run on the compiler's threads, which only complete futures; the manager
+    concurrently. A cheap guard catches it (a thread-id compare per public call, no lock): a thread
+    calling a public method while another thread is inside one gets a ``RuntimeError`` naming both,
+    and nothing moves for that call (a race that both threads enter at the same instant is not
+    guaranteed to be caught). Handing the manager from one thread to another between calls is fine. Compiles run on the compiler's threads, which only complete futures; the manager
     reads them when it is called. Large batches are filled by xgrammar's batch matcher on its own
     threads, outside the GIL, inside ``grammar_bitmask``.
 
@@ -159,11 +174,26 @@ class StructuredOutputManager:
     Failure model
     -------------
     A compile error or timeout (``compile_timeout_s``, counted from ``add_request``: a request is never
-    ``COMPILING`` longer), or a token the grammar rejects, puts that request in ``ERROR`` with a message;
-    it gets no more rows, and ``accept_tokens`` answers ``error``. Only misuse raises: an unknown or
-    duplicate request id (``KeyError`` / ``ValueError``), a request scheduled before it is ready, a
-    schedule larger than the buffer, more drafts than ``num_speculative_tokens``, token ids outside the
-    logits width (``ValueError``).
+    ``COMPILING`` longer), a constraint that accepts no output (its grammar allows no first token and
+    cannot end at once: known when its compile resolves), a grammar that walks into a dead end (a row
+    that allows no token at all, after the committed tokens or after this step's drafts: that row is
+    left out of the batch, so it never reaches the logits; the request's rows before it in the same
+    step are kept), or a token the grammar rejects, puts that request in ``ERROR`` with a message; it
+    gets no more rows, and ``accept_tokens`` answers ``error``. Only misuse raises, at once, and then
+    nothing has moved (every matcher at its committed state, no request status changed except a
+    compile that resolved): an unknown or duplicate request id (``KeyError`` / ``ValueError``), a
+    request scheduled before it is ready, a schedule that is not a sequence of ids / ``(id, drafts)``
+    pairs or is larger than the buffer, more drafts than ``num_speculative_tokens``, token ids (drafts
+    or committed) that are not ints (``bool``, ``float``, ``str`` are refused; numpy integers are
+    fine) or lie outside the logits width (``ValueError`` naming the request and the value; a list is
+    checked whole before any token is fed), a second thread (``RuntimeError``). An exception from
+    anywhere inside a fill (xgrammar included) rolls back every matcher already walked and propagates;
+    that call returns no batch.
+
+    Rows already in the buffer: a precomputed row (thinking, pending, stop-only) is not written again
+    where the same row sat last step; every fill marks the places it may write first (kept rows, rows
+    dropped because they allow everything, dead rows alike), so a stale row never stands in for
+    another request's row.
 
     Costs
     -----
@@ -245,7 +275,8 @@ class StructuredOutputManager:
             pin_memory = torch.cuda.is_available()
         if isinstance(num_buffers, bool) or not isinstance(num_buffers, int) or num_buffers < 1:
             raise ValueError(f"num_buffers must be a positive integer, got {num_buffers!r}")
-        self._buffers = [BitmaskBuffer(rows, self.num_words, pin_memory) for _ in range(num_buffers)]
+        probe = self._probe_words(vocab)
+        self._buffers = [BitmaskBuffer(rows, self.num_words, pin_memory, probe) for _ in range(num_buffers)]
         self._buffer = self._buffers[0]
         self._next_buffer = 0
         self._filler = RowFiller(num_fill_threads, batch_fill_min_rows, vocab.stop_token_ids)
@@ -253,6 +284,7 @@ class StructuredOutputManager:
         self._requests: dict[str, RequestState] = {}
         self._stop_row = row_with(self.num_words, vocab.stop_token_ids)  # precomputed row of a terminated request
         self._stop_ids = vocab.stop_token_ids
+        self._driver: int | None = None  # threading.get_ident() of the thread inside a public method
 
     @property
     def num_fill_threads(self) -> int:
@@ -265,6 +297,21 @@ class StructuredOutputManager:
         return self._filler.min_rows
 
     # -- construction helpers --------------------------------------------------------------------
+    @staticmethod
+    def _probe_words(vocab: Vocabulary) -> tuple[int, ...]:
+        """The (at most 3) row words holding most single-character text tokens (JSON punctuation,
+        digits, letters): a row that allows anything usually has a bit there, so the empty-row check
+        reads them before it scans a whole row."""
+        counts: dict[int, int] = {}
+        for ch in ' "{}[]:,0123456789abcdefghijklmnopqrstuvwxyz\n':
+            try:
+                ids = vocab.encode(ch)
+            except Exception:  # noqa: BLE001 - a probe is only a shortcut
+                continue
+            if len(ids) == 1 and 0 <= ids[0] < vocab.vocab_size:
+                counts[ids[0] >> 5] = counts.get(ids[0] >> 5, 0) + 1
+        return tuple(sorted(counts, key=counts.__getitem__, reverse=True)[:3])
+
     @staticmethod
     def _make_parser(parser: ReasoningParser | str | None, vocab: Vocabulary) -> ReasoningParser | None:
         if parser is None:
@@ -280,6 +327,7 @@ class StructuredOutputManager:
         raise ValueError(f"reasoning_parser must be a parser name, a ReasoningParser or None, "
                          f"got {type(parser).__name__}")
 
+    @_one_thread
     def close(self) -> None:
         """Drop every request; stop the compile pool if this manager built it."""
         self._requests.clear()
@@ -293,6 +341,7 @@ class StructuredOutputManager:
         self.close()
 
     # -- requests --------------------------------------------------------------------------------
+    @_one_thread
     def add_request(self, request_id: str, constraint: Constraint | None, prompt_token_ids: Sequence[int] = (), *,
                     chat_template_kwargs: Mapping[str, Any] | None = None, include_reasoning: bool = True) -> None:
         """Register a request: validate its constraint (``ValueError`` naming the problem, nothing
@@ -326,6 +375,7 @@ class StructuredOutputManager:
                 self._resolve(req)
         self._requests[request_id] = req
 
+    @_one_thread
     def remove_request(self, request_id: str) -> None:
         """Forget a request (``KeyError`` if unknown)."""
         try:
@@ -333,6 +383,7 @@ class StructuredOutputManager:
         except KeyError:
             raise KeyError(f"unknown request {request_id!r}") from None
 
+    @_one_thread
     def is_ready(self, request_id: str) -> bool:
         """True once the request's compile is done, well or not: it can be scheduled (an errored one
         gets no rows; abort it). Reading the clock and the compile future is all it does: a finished
@@ -342,12 +393,14 @@ class StructuredOutputManager:
             self._resolve(req)
         return req.status is not COMPILING
 
+    @_one_thread
     def status(self, request_id: str) -> RequestStatus:
         req = self._get(request_id)
         if req.status is COMPILING:
             self._resolve(req)
         return req.status
 
+    @_one_thread
     def error(self, request_id: str) -> str | None:
         """The error message of a request in ``ERROR``, else None."""
         req = self._get(request_id)
@@ -362,6 +415,7 @@ class StructuredOutputManager:
         return len(self._requests)
 
     # -- the step --------------------------------------------------------------------------------
+    @_one_thread
     def grammar_bitmask(self, schedule: Sequence[ScheduleEntry]) -> BitmaskBatch | None:
         """The rows to mask for ``schedule`` (see the class docstring); None when no row is needed.
 
@@ -370,6 +424,9 @@ class StructuredOutputManager:
         over the entries before it. Row ``j`` of a request masks the token that follows its committed
         tokens and drafts ``0 .. j-1``.
         """
+        if isinstance(schedule, (str, bytes)) or not isinstance(schedule, Sequence):
+            raise ValueError(f"schedule must be a sequence of request ids or (request_id, draft_token_ids) "
+                             f"pairs, got {type(schedule).__name__}")
         if len(schedule) > self.max_num_seqs:
             raise ValueError(f"schedule has {len(schedule)} requests; the manager was built for "
                              f"max_num_seqs={self.max_num_seqs}")
@@ -378,8 +435,6 @@ class StructuredOutputManager:
             self._next_buffer = (self._next_buffer + 1) % len(self._buffers)
         sb = self._buffer
         reqs = self._requests
-        buf = sb.bitmask_np
-        static_at = sb.static_at
         gate = self._gate
         row_logits: list[int] = []
         row_rids: list[str] = []
@@ -387,6 +442,7 @@ class StructuredOutputManager:
         plain_rows: list[int] = []                     # one row each, at these logits rows,
         plain_rids: list[str] = []                     # for these requests
         walks: list[Walk] = []                         # the other constrained requests (see Walk)
+        fill_rows = 0                                  # at most this many rows filled (after the static ones)
         base = 0
         k_max = self.num_speculative_tokens
         seen: set[str] = set()
@@ -419,44 +475,52 @@ class StructuredOutputManager:
                         plain_matchers.append(m)
                         plain_rows.append(base)
                         plain_rids.append(rid)
+                        fill_rows += 1
                     else:
                         walks.append(Walk(m, drafts, 0, base, rid, req.may_allow_all, 0))
+                        fill_rows += nd + 1
             elif st is THINKING:
                 m = req.matcher
                 if m is not None:
-                    end = gate.thinking_rows(req, drafts, base, buf, static_at, row_logits, row_rids)
+                    end = gate.thinking_rows(req, drafts, base, sb, row_logits, row_rids)
                     if end is not None:
                         # the grammar starts at drafts[content_start] (the implicit end token itself, or
                         # the token after the end marker); its first row is at end.offset + 1
                         walks.append(Walk(m, drafts, end.offset + 1, base, rid, req.may_allow_all, end.content_start))
+                        fill_rows += nd - end.offset
             elif st is TERMINATED:
                 stop = self._stop_row
+                place = sb.place
                 for j in range(nd + 1):
-                    i = len(row_logits)
-                    if static_at[i] is not stop:
-                        buf[i] = stop
-                        static_at[i] = stop
+                    place(len(row_logits), stop)
                     row_logits.append(base + j)
                     row_rids.append(rid)
             base += 1 + nd
 
-        n_static = len(row_logits)  # rows so far hold precomputed rows; the ones below are filled
-        if plain_matchers:
-            self._filler.fill_plain(sb.bitmask, plain_matchers, plain_rows, plain_rids, row_logits, row_rids)
-        if walks:
-            # after the whole schedule was checked: a misuse found in it leaves every matcher untouched
-            self._filler.fill_walks(sb.bitmask, walks, row_logits, row_rids)
+        if fill_rows:
+            # places from here on hold precomputed rows no more: fills write them (rows kept, dropped
+            # as all-allowed or empty, or half-written by an exception alike)
+            n_static = len(row_logits)
+            sb.overwritten(n_static, n_static + fill_rows)
+            dead: list[str] = []
+            if plain_matchers:
+                self._filler.fill_plain(sb, plain_matchers, plain_rows, plain_rids, row_logits, row_rids, dead)
+            if walks:
+                # after the whole schedule was checked: a misuse found in it leaves every matcher
+                # untouched; an exception inside leaves every matcher at its committed state
+                self._filler.fill_walks(sb, walks, row_logits, row_rids, dead)
+            if dead:
+                self._dead_ends(dead)
         n = len(row_logits)
         if n == 0:
             return None
-        if n_static < n:
-            static_at[n_static:n] = [None] * (n - n_static)
         sb.indices_np[:n] = row_logits
         views = sb.views.get(n)
         if views is None:  # slicing a tensor costs more than a look-up: keep the views of each row count
             views = sb.views[n] = (sb.bitmask[:n], sb.indices[:n])
         return BitmaskBatch(views[0], views[1], row_rids, base)
 
+    @_one_thread
     def accept_tokens(self, request_id: str, token_ids: Sequence[int]) -> AcceptResult:
         """Commit the sampled tokens of one step (accepted drafts plus the bonus token).
 
@@ -466,15 +530,22 @@ class StructuredOutputManager:
         req = self._requests.get(request_id)
         if req is None:
             raise KeyError(f"unknown request {request_id!r}")
+        # the whole list is checked before anything moves: exact ints (numpy integers converted; no
+        # bool, float or str), each inside the logits width
         if type(token_ids) is not list:
-            token_ids = self._as_token_list(token_ids)
+            token_ids = self._token_list(request_id, token_ids, "token_ids")
         n = len(token_ids)
-        width = self.logits_width
         if n == 1:
-            if not 0 <= token_ids[0] < width:
-                self._bad_token(request_id, token_ids)
-        elif n and (min(token_ids) < 0 or max(token_ids) >= width):
-            self._bad_token(request_id, token_ids)
+            t = token_ids[0]
+            if type(t) is not int or not 0 <= t < self.logits_width:
+                token_ids = self._token_list(request_id, token_ids, "token_ids")
+        elif n:
+            for t in token_ids:
+                if type(t) is not int:
+                    token_ids = self._token_list(request_id, token_ids, "token_ids")
+                    break
+            if min(token_ids) < 0 or max(token_ids) >= self.logits_width:
+                self._token_list(request_id, token_ids, "token_ids")  # raises, naming the id
         st = req.status
         if st is CONSTRAINED:  # the hot path, inlined: feed every token to the grammar
             m = req.matcher
@@ -525,6 +596,11 @@ class StructuredOutputManager:
         raise ValueError(f"request {request_id!r} is still compiling; it cannot have sampled tokens")
 
     # -- internals: requests ---------------------------------------------------------------------
+    def _concurrent_call(self, other: int, me: int, method: str) -> None:
+        raise RuntimeError(f"StructuredOutputManager.{method} called from thread {_thread_name(me)} while thread "
+                           f"{_thread_name(other)} is inside another of its methods: a manager is driven by "
+                           f"one thread at a time (the scheduler loop)")
+
     def _get(self, request_id: str) -> RequestState:
         req = self._requests.get(request_id)
         if req is None:
@@ -547,6 +623,10 @@ class StructuredOutputManager:
                     req.fail(f"{constraint.kind} constraint failed to compile: {xgrammar_message(exc)}")
                 return
             compiled: CompiledConstraint = fut.result()
+            if not compiled.initial_mask.any():  # not even a stop token: it cannot end right away either
+                req.fail(f"the {constraint.kind} constraint accepts no output: its grammar allows no first "
+                         f"token (and cannot end at once)")
+                return
             req.compiled = compiled
             req.matcher = new_matcher(compiled)  # records its tokens when the schema needs an output check
             req.may_allow_all = compiled.may_allow_all
@@ -560,6 +640,14 @@ class StructuredOutputManager:
             self.compiler.mark_overdue(fut)
             req.fail(f"{constraint.kind} constraint did not compile within "
                      f"compile_timeout_s={self.compile_timeout_s:g} s")
+
+    def _dead_ends(self, rids: list[str]) -> None:
+        """Requests whose grammar allowed no token at all at a row of this step (that row was left out)."""
+        for rid in dict.fromkeys(rids):
+            req = self._requests[rid]
+            kind = req.constraint.kind if req.constraint is not None else "?"
+            req.fail(f"the {kind} constraint accepts no output from here: after {req.n_content} content "
+                     f"token(s) (and this step's drafts) its grammar allows no token at all")
 
     # -- internals: accept -----------------------------------------------------------------------
     def _feed(self, req: RequestState, m: xgr.GrammarMatcher, tokens: list[int]) -> AcceptResult:
@@ -623,7 +711,9 @@ class StructuredOutputManager:
         """The prompt as a list of ints inside the logits width (``ValueError`` otherwise). Once per
         request: min / max over a list run at C speed, so even a long prompt costs little next to its prefill."""
         if isinstance(prompt_token_ids, (torch.Tensor, np.ndarray)):
-            prompt = self._as_token_list(prompt_token_ids)
+            if prompt_token_ids.ndim != 1:
+                raise ValueError(f"prompt_token_ids must be 1-D, got shape {tuple(prompt_token_ids.shape)}")
+            prompt = prompt_token_ids.tolist()
         elif isinstance(prompt_token_ids, (str, bytes)) or not isinstance(prompt_token_ids, Sequence):
             raise ValueError(f"prompt_token_ids must be a sequence of token ids, got {type(prompt_token_ids).__name__}")
         else:
@@ -641,34 +731,41 @@ class StructuredOutputManager:
                 raise ValueError(f"prompt token id {bad!r} is not an id in [0, {self.logits_width})")
         return prompt
 
-    def _bad_token(self, request_id: str, token_ids: list[int]) -> None:
-        bad = next(t for t in token_ids if not 0 <= t < self.logits_width)
-        raise ValueError(f"request {request_id!r}: token id {bad} is outside [0, {self.logits_width})")
-
-    @staticmethod
-    def _as_token_list(token_ids: Any) -> list[int]:
-        if isinstance(token_ids, torch.Tensor):
-            if token_ids.dim() != 1:
-                raise ValueError(f"token_ids must be 1-D, got shape {tuple(token_ids.shape)}")
-            return token_ids.tolist()
-        if isinstance(token_ids, np.ndarray):
+    def _token_list(self, request_id: str, token_ids: Any, what: str) -> list[int]:
+        """``token_ids`` (a list, tuple, 1-D tensor or array) as a list of Python ints inside the logits
+        width; ``ValueError`` naming the request and the bad value otherwise. The slow path: the
+        callers check a plain ``list[int]`` inline."""
+        if isinstance(token_ids, (torch.Tensor, np.ndarray)):
             if token_ids.ndim != 1:
-                raise ValueError(f"token_ids must be 1-D, got shape {token_ids.shape}")
-            return token_ids.tolist()
-        if isinstance(token_ids, (str, bytes)) or not isinstance(token_ids, Sequence):
-            raise ValueError(f"token_ids must be a sequence of ints, got {type(token_ids).__name__}")
-        out = list(token_ids)
-        for t in out:
-            if isinstance(t, bool) or not isinstance(t, (int, np.integer)):
-                raise ValueError(f"token_ids must be ints, got {t!r}")
-        return [int(t) for t in out]
+                raise ValueError(f"request {request_id!r}: {what} must be 1-D, got shape {tuple(token_ids.shape)}")
+            token_ids = token_ids.tolist()  # Python ints for integer dtypes; floats / bools are caught below
+        elif not isinstance(token_ids, (list, tuple)):
+            raise ValueError(f"request {request_id!r}: {what} must be a list of token ids, got "
+                             f"{type(token_ids).__name__} {token_ids!r:.80}")
+        out: list[int] = []
+        width = self.logits_width
+        for t in token_ids:
+            if type(t) is not int:
+                if isinstance(t, (bool, np.bool_)) or not isinstance(t, (int, np.integer)):
+                    raise ValueError(f"request {request_id!r}: {what} must be ints, got {t!r} "
+                                     f"({type(t).__name__})")
+                t = int(t)
+            if not 0 <= t < width:
+                raise ValueError(f"request {request_id!r}: token id {t} in {what} is outside [0, {width})")
+            out.append(t)
+        return out
 
     def _parse_entry(self, entry: Any) -> tuple[str, list[int]]:
-        if not isinstance(entry, (tuple, list)) or len(entry) != 2 or not isinstance(entry[0], str):
-            raise ValueError(f"a schedule entry is a request id or (request_id, draft_token_ids), got {entry!r}")
+        """``(request_id, drafts)`` checked whole: drafts a list / tuple / 1-D tensor or array of ints
+        inside the logits width (``ValueError`` naming the request and the bad value)."""
+        if not isinstance(entry, (tuple, list)) or len(entry) != 2 or type(entry[0]) is not str:
+            raise ValueError(f"a schedule entry is a request id or (request_id, draft_token_ids), got {entry!r:.120}")
         rid, drafts = entry
         if type(drafts) is not list:
-            drafts = self._as_token_list(drafts)
+            return rid, self._token_list(rid, drafts, "draft_token_ids")
+        for t in drafts:
+            if type(t) is not int:
+                return rid, self._token_list(rid, drafts, "draft_token_ids")
         if drafts and (min(drafts) < 0 or max(drafts) >= self.logits_width):
-            raise ValueError(f"request {rid!r}: a draft token id is outside [0, {self.logits_width})")
+            return rid, self._token_list(rid, drafts, "draft_token_ids")  # raises, naming the id
         return rid, drafts
