@@ -19,7 +19,9 @@ and by its ``markers``: the family's control tokens, matched as tokens. From tha
   ``none`` (when strictness asks): free text in which the trigger cannot occur.
   Free text never contains the family's other control tokens (with a vocabulary: any control token but
   the stop tokens);
-- the reader: the calls where the syntax matches exactly, content = the rest (stripped).
+- the reader: the calls where the syntax matches exactly, content = the rest (stripped). Read from token
+  ids (:class:`~.marked.MarkedText`), a marker matches only where it is a control token; every read
+  call then passes the request's rules (:class:`~.policy.CallPolicy`) or stays content.
 
 Formats whose call syntax does not fit (harmony's messages, ``harmony.py``; a format without any
 syntax, whose calls are a JSON array, ``json_calls.py``) are their own :class:`ToolFormat` classes
