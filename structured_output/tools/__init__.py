@@ -4,8 +4,11 @@
     c = build_tool_constraint(tools, "required", format="hermes", parallel_tool_calls=False)
     mgr.add_request(rid, c, prompt_ids)          # c is None when the request asks for no constraint
     ...
-    result = get_tool_reader("hermes", tools, "required").read(text_after_thinking)
+    result = get_tool_reader("hermes", tools, "required").read_ids(ids_after_thinking, vocabulary)
     result.content, [call.to_openai() for call in result.calls]
+
+``read_ids`` takes a call marker only where the model produced the control token; ``read(text)`` (for
+callers without ids) trusts the text, so marker text in free text reads as a call there.
 
 Formats (``list_tool_formats()``): hermes (qwen3), qwen3_coder (qwen3_xml), llama3_json, mistral,
 deepseek_v3, deepseek_v31, deepseek_v32, deepseek_v4, kimi_k2, glm47, minimax_m2, gemma4, openai
@@ -16,7 +19,7 @@ them ``engine.py``; harmony (``harmony.py``) and json (``json_calls.py``) are cl
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from thinkgate.reasoning.vocabulary import Vocabulary
@@ -26,7 +29,9 @@ from .engine import DEFAULT_TOOL_MAX_WHITESPACE, CallFormat, ToolFormat
 from .formats import get_tool_format, list_tool_formats, register_tool_format
 from .harmony import HarmonyFormat
 from .json_calls import JsonCallsFormat
-from .request import (STRICTNESS_LEVELS, Strictness, ToolChoiceMode, ToolRequest, ToolSpec,
+from .marked import MAX_ARGUMENT_DEPTH, MarkedText
+from .policy import CallPolicy
+from .request import (MAX_TOOL_SCHEMA_DEPTH, STRICTNESS_LEVELS, Strictness, ToolChoiceMode, ToolRequest, ToolSpec,
                       normalize_tool_request, tool_calls_json_schema)
 from .results import ToolCall, ToolCallsResult
 
@@ -35,6 +40,7 @@ __all__ = [
     "register_tool_format", "normalize_tool_request", "tool_calls_json_schema",
     "ToolRequest", "ToolSpec", "ToolCall", "ToolCallsResult", "ToolFormat", "CallFormat", "HarmonyFormat",
     "JsonCallsFormat", "Strictness", "ToolChoiceMode", "STRICTNESS_LEVELS", "DEFAULT_TOOL_MAX_WHITESPACE",
+    "MarkedText", "CallPolicy", "MAX_ARGUMENT_DEPTH", "MAX_TOOL_SCHEMA_DEPTH",
 ]
 
 
@@ -74,9 +80,24 @@ def build_tool_constraint(
 class ToolReader:
     """Reads the calls of one request's output in one format (the same definition as its constraint).
 
-    ``read(text)`` takes the text after the thinking (for ``openai``: the whole output, special tokens
-    written out) and returns content and calls; text that does not follow the call syntax stays
-    content. Stateless after construction; safe to share."""
+    Two entry points, the same result type (content and calls; text that does not follow the call
+    syntax stays content; the reader never raises on model output):
+
+    - ``read_ids(token_ids, vocabulary)`` (or ``read(token_ids=..., vocabulary=...)``): the generated
+      ids after the thinking (for ``openai``: the whole output). A marker of the call syntax that is a
+      control token in ``vocabulary`` is taken only where the model produced that token; the same
+      characters written with ordinary tokens are content. Use this whenever you have the ids.
+    - ``read(text)``: the decoded text (control tokens written out). It *trusts the text*: a marker's
+      characters count as the marker, so free text that spells ``<tool_call>`` with ordinary tokens
+      reads as a call. For callers without ids.
+
+    Whatever the entry point, the request's rules apply (:mod:`.policy`): ``tool_choice="none"`` gives
+    no calls; with parallel calls off (or a named function) only the first call is returned and later
+    ones stay content; a call to a tool the request does not allow (outside ``allowed_tools``, another
+    than the named one, or not declared) stays content; the arguments of a tool the constraint checks
+    (``strict: true``, strictness ``"parameter"``, or a forced call without ``strict: false``) are
+    validated against its JSON schema, and a violating call stays content. Arguments nested deeper than
+    :data:`MAX_ARGUMENT_DEPTH` are not read as a call. Stateless after construction; safe to share."""
 
     def __init__(self, format: str, tools: Sequence[Mapping[str, Any]] | None,
                  tool_choice: str | Mapping[str, Any] | None = "auto", *, parallel_tool_calls: bool = True,
@@ -84,11 +105,30 @@ class ToolReader:
         self.format = get_tool_format(format)
         self.request = normalize_tool_request(tools, tool_choice, parallel_tool_calls=parallel_tool_calls,
                                               strictness=strictness)
+        self.policy = CallPolicy(self.request, builtin=self.format.supports_builtin_tools)
 
-    def read(self, text: str) -> ToolCallsResult:
+    def read(self, text: str | None = None, *, token_ids: Iterable[int] | None = None,
+             vocabulary: Vocabulary | None = None) -> ToolCallsResult:
+        """Read ``text`` (trusted, see the class docstring), or ``token_ids`` decoded with ``vocabulary``
+        (markers only at control tokens). ``ValueError`` for a wrong call: both or neither of text and
+        ids, ids without a vocabulary, an id the vocabulary does not define."""
+        if token_ids is not None:
+            if text is not None:
+                raise ValueError("pass text or token_ids, not both")
+            if vocabulary is None:
+                raise ValueError("token_ids need the vocabulary that decodes them")
+            return self.read_ids(token_ids, vocabulary)
+        if vocabulary is not None:
+            raise ValueError("vocabulary is only used with token_ids")
         if not isinstance(text, str):
             raise ValueError(f"text must be a str, got {type(text).__name__}")
-        return self.format.read(text, self.request)
+        return self.format.read_marked(MarkedText.trusted(text), self.request, self.policy)
+
+    def read_ids(self, token_ids: Iterable[int], vocabulary: Vocabulary) -> ToolCallsResult:
+        """Read the output given as token ids: call markers count only where they are control tokens."""
+        if isinstance(token_ids, (str, bytes)):
+            raise ValueError("token_ids must be a sequence of ints")
+        return self.format.read_marked(MarkedText.from_ids(token_ids, vocabulary), self.request, self.policy)
 
 
 def get_tool_reader(format: str, tools: Sequence[Mapping[str, Any]] | None,
@@ -96,4 +136,3 @@ def get_tool_reader(format: str, tools: Sequence[Mapping[str, Any]] | None,
                     strictness: Strictness = "auto") -> ToolReader:
     """A :class:`ToolReader` for ``format`` and this request (same arguments as the constraint)."""
     return ToolReader(format, tools, tool_choice, parallel_tool_calls=parallel_tool_calls, strictness=strictness)
-

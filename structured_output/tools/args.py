@@ -22,6 +22,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from .marked import MAX_ARGUMENT_DEPTH, MarkedText, json_depth_ok
 from .request import ToolSpec
 from .syntax import Fmt, LiteralText, const, json_fmt, no_substring_regex, opt, or_, regex, seq, star
 
@@ -83,14 +84,26 @@ def _skip_ws(text: str, p: int) -> int:
 _DECODER = json.JSONDecoder()
 
 
+def _json_value(text: str, start: int, end: int) -> Any:
+    """``json.loads(text[start:end])`` within the depth bound, else :class:`NoMatch`."""
+    if not json_depth_ok(text, start, end):
+        raise NoMatch(f"nested deeper than {MAX_ARGUMENT_DEPTH} levels")
+    try:
+        return json.loads(text[start:end])
+    except (json.JSONDecodeError, RecursionError) as e:
+        raise NoMatch(f"not JSON ({type(e).__name__})") from None
+
+
 class ArgsSyntax:
-    """Base class: ``build(tool, lit, max_whitespace)`` -> format, ``read(text, pos, tool)`` ->
-    (arguments JSON text, end position) or :class:`NoMatch`."""
+    """Base class: ``build(tool, lit, max_whitespace)`` -> format, ``read(src, pos, tool, lit)`` ->
+    (arguments JSON text, end position) or :class:`NoMatch`. ``src`` is a :class:`~.marked.MarkedText`
+    (markers split by ``lit`` match only as control tokens when they are ones); a reader never raises
+    anything but :class:`NoMatch` on model output."""
 
     def build(self, tool: ToolSpec, lit: LiteralText, max_whitespace: int | None) -> Fmt:
         raise NotImplementedError
 
-    def read(self, text: str, pos: int, tool: ToolSpec) -> tuple[str, int]:
+    def read(self, src: MarkedText, pos: int, tool: ToolSpec, lit: LiteralText) -> tuple[str, int]:
         raise NotImplementedError
 
 
@@ -101,14 +114,19 @@ class JsonArgs(ArgsSyntax):
     def build(self, tool: ToolSpec, lit: LiteralText, max_whitespace: int | None) -> Fmt:
         return json_fmt(tool.schema, max_whitespace=max_whitespace)
 
-    def read(self, text: str, pos: int, tool: ToolSpec) -> tuple[str, int]:
+    def read(self, src: MarkedText, pos: int, tool: ToolSpec, lit: LiteralText) -> tuple[str, int]:
+        text = src.text
         pos = _skip_ws(text, pos)
+        if not json_depth_ok(text, pos):
+            raise NoMatch(f"arguments nested deeper than {MAX_ARGUMENT_DEPTH} levels")
         try:
             obj, end = _DECODER.raw_decode(text, pos)
-        except json.JSONDecodeError as e:
+        except (json.JSONDecodeError, RecursionError) as e:
             raise NoMatch(str(e)) from None
         if not isinstance(obj, dict):
             raise NoMatch("arguments are not a JSON object")
+        if not src.plain(pos, end):
+            raise NoMatch("a control token inside the arguments")
         return text[pos:end], end
 
 
@@ -198,46 +216,54 @@ class XmlArgs(ArgsSyntax):
             parts.append(star(self._any_param(lit, max_whitespace)))
         return seq(*parts)
 
-    def read(self, text: str, pos: int, tool: ToolSpec) -> tuple[str, int]:
+    def read(self, src: MarkedText, pos: int, tool: ToolSpec, lit: LiteralText) -> tuple[str, int]:
         raise NotImplementedError("XmlArgs.read_until needs the call end")
 
-    def read_until(self, text: str, pos: int, tool: ToolSpec, call_end: str) -> tuple[str, int]:
+    def _read_begin(self, src: MarkedText, pos: int, keys: list[str], lit: LiteralText) -> tuple[str, bool | None, int]:
+        """A parameter's opening at ``pos`` -> (key, its ``string`` attribute or None, value start)."""
+        pre, post = self.param_begin.split("{key}")
+        p = src.match_literal(pos, pre, lit)
+        if p < 0:
+            raise NoMatch("expected a parameter")
+        text = src.text
+        candidates = [k for k in keys if text.startswith(k, p)]
+        m = re.compile(self.key_pattern).match(text, p)
+        if m is not None and m.group() not in candidates:
+            candidates.append(m.group())
+        for key in candidates:
+            if not src.plain(p, p + len(key)):
+                continue
+            for attr in ((True, False) if "{string}" in post else (None,)):
+                q = src.match_literal(p + len(key), post.replace("{string}", "true" if attr else "false"), lit)
+                if q >= 0:
+                    return key, attr, q
+        raise NoMatch("expected a parameter")
+
+    def read_until(self, src: MarkedText, pos: int, tool: ToolSpec, call_end: str,
+                   lit: LiteralText) -> tuple[str, int]:
         """Read parameters from ``pos`` up to (not including) ``call_end``."""
+        text = src.text
         schema = tool.parameters
         defs = _defs_of(schema)
         props = schema.get("properties") or {} if tool.enforce else {}
-        pre, post = self.param_begin.split("{key}")
-        post_re = re.escape(post).replace(re.escape("{string}"), "(?P<string>true|false)")
-        keys = "|".join(re.escape(k) for k in sorted(props, key=len, reverse=True))
-        key_re = f"(?:{keys}|{self.key_pattern})" if keys else self.key_pattern
-        begin_re = re.compile(re.escape(pre) + f"(?P<key>{key_re})" + post_re)
+        keys = sorted(props, key=len, reverse=True)
         k = self.param_end.index(self.close)
         out: dict[str, Any] = {}
-        while not text.startswith(call_end, pos):
-            m = begin_re.match(text, pos)
-            if m is None:
-                raise NoMatch("expected a parameter")
-            key = m.group("key")
-            vstart = m.end()
-            idx = text.find(self.close, vstart)
+        while src.match_literal(pos, call_end, lit) < 0:
+            key, attr, vstart = self._read_begin(src, pos, keys, lit)
+            idx = src.find_literal(self.close, vstart, lit)
             vend = idx - k
-            if idx < 0 or vend < vstart or not text.startswith(self.param_end, vend):
+            if idx < 0 or vend < vstart or src.match_literal(vend, self.param_end, lit) < 0:
                 raise NoMatch("unterminated parameter")
-            raw_text = text[vstart:vend]
+            if not src.plain(vstart, vend):
+                raise NoMatch("a control token inside a parameter value")
             if key in props:
                 raw = is_raw_string(props[key], defs)
-            elif self._has_string_attr:
-                raw = m.group("string") == "true"
+            elif attr is not None:
+                raw = attr
             else:
                 raw = True
-            if raw:
-                value: Any = raw_text
-            else:
-                try:
-                    value = json.loads(raw_text)
-                except json.JSONDecodeError as e:
-                    raise NoMatch(f"parameter {key!r} is not JSON") from e
-            out[key] = value
+            out[key] = text[vstart:vend] if raw else _json_value(text, vstart, vend)
             pos = vend + len(self.param_end)
         return json.dumps(out, ensure_ascii=False), pos
 
@@ -348,11 +374,13 @@ class GemmaArgs(ArgsSyntax):
         return self._value(tool.schema, _defs_of(tool.schema), lit, tool)
 
     # -- reader
-    def _read_value(self, text: str, p: int) -> tuple[Any, int]:
-        q = self.quote
-        if text.startswith(q, p):
-            end = text.find(q, p + len(q))
-            if end < 0:
+    def _read_value(self, src: MarkedText, p: int, depth: int = 0) -> tuple[Any, int]:
+        text, q = src.text, self.quote
+        if depth > MAX_ARGUMENT_DEPTH:
+            raise NoMatch(f"nested deeper than {MAX_ARGUMENT_DEPTH} levels")
+        if src.marker_at(p, q):
+            end = src.find_marker(q, p + len(q))
+            if end < 0 or not src.plain(p + len(q), end):
                 raise NoMatch("unterminated string")
             return text[p + len(q):end], end + len(q)
         if text.startswith("{", p):
@@ -364,7 +392,7 @@ class GemmaArgs(ArgsSyntax):
                 m = _GEMMA_KEY_COLON.match(text, p)
                 if m is None:
                     raise NoMatch("expected a key")
-                v, p = self._read_value(text, m.end())
+                v, p = self._read_value(src, m.end(), depth + 1)
                 out[m.group()[:-1]] = v
                 if text.startswith(",", p):
                     p += 1
@@ -378,7 +406,7 @@ class GemmaArgs(ArgsSyntax):
             if text.startswith("]", p):
                 return arr, p + 1
             while True:
-                v, p = self._read_value(text, p)
+                v, p = self._read_value(src, p, depth + 1)
                 arr.append(v)
                 if text.startswith(",", p):
                     p += 1
@@ -387,12 +415,15 @@ class GemmaArgs(ArgsSyntax):
                 else:
                     raise NoMatch("expected , or ]")
         try:
-            return _DECODER.raw_decode(text, p)
-        except json.JSONDecodeError as e:
+            v, end = _DECODER.raw_decode(text, p)
+        except (json.JSONDecodeError, RecursionError) as e:
             raise NoMatch(str(e)) from None
+        if not src.plain(p, end):
+            raise NoMatch("a control token inside a value")
+        return v, end
 
-    def read(self, text: str, pos: int, tool: ToolSpec) -> tuple[str, int]:
-        v, end = self._read_value(text, pos)
+    def read(self, src: MarkedText, pos: int, tool: ToolSpec, lit: LiteralText) -> tuple[str, int]:
+        v, end = self._read_value(src, pos)
         if not isinstance(v, dict):
             raise NoMatch("arguments are not an object")
         return json.dumps(v, ensure_ascii=False), end

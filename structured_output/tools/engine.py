@@ -19,7 +19,9 @@ and by its ``markers``: the family's control tokens, matched as tokens. From tha
   ``none`` (when strictness asks): free text in which the trigger cannot occur.
   Free text never contains the family's other control tokens (with a vocabulary: any control token but
   the stop tokens);
-- the reader: the calls where the syntax matches exactly, content = the rest (stripped).
+- the reader: the calls where the syntax matches exactly, content = the rest (stripped). Read from token
+  ids (:class:`~.marked.MarkedText`), a marker matches only where it is a control token; every read
+  call then passes the request's rules (:class:`~.policy.CallPolicy`) or stays content.
 
 Formats whose call syntax does not fit (harmony's messages, ``harmony.py``; a format without any
 syntax, whose calls are a JSON array, ``json_calls.py``) are their own :class:`ToolFormat` classes
@@ -38,6 +40,8 @@ from thinkgate.reasoning.vocabulary import Vocabulary
 
 from ..constraints import Constraint
 from .args import ArgsSyntax, NoMatch, XmlArgs
+from .marked import MarkedText
+from .policy import CallPolicy
 from .request import ToolRequest, ToolSpec
 from .results import ToolCall, ToolCallsResult
 from .syntax import Fmt, LiteralText, any_tokens, const, opt, or_, regex, seq, structural_tag, tag
@@ -88,9 +92,17 @@ class ToolFormat(ABC):
                        max_whitespace: int | None = DEFAULT_TOOL_MAX_WHITESPACE) -> dict[str, Any] | None:
         """The structural tag (a dict in xgrammar's format) of a constrained request."""
 
-    @abstractmethod
     def read(self, text: str, request: ToolRequest) -> ToolCallsResult:
-        """The content and calls of ``text`` (the output after the thinking)."""
+        """The content and calls of ``text`` (the output after the thinking), trusting the text: a
+        marker's characters count as the marker (see :meth:`read_marked` for token ids)."""
+        return self.read_marked(MarkedText.trusted(text), request)
+
+    @abstractmethod
+    def read_marked(self, src: MarkedText, request: ToolRequest, policy: CallPolicy | None = None) -> ToolCallsResult:
+        """The content and calls of ``src``: calls only where the syntax matches with its markers at
+        control tokens (see :class:`~.marked.MarkedText`) and ``policy`` (default: the request's
+        :class:`~.policy.CallPolicy`) accepts them; everything else is content. Never raises on model
+        output."""
 
     # -- shared helpers
     def _lit(self, vocabulary: Vocabulary | None) -> LiteralText:
@@ -238,73 +250,105 @@ class CallFormat(ToolFormat):
         })
 
     # -- reader ----------------------------------------------------------------------------------
-    def _expect(self, text: str, pos: int, lit_text: str) -> int:
-        if not text.startswith(lit_text, pos):
-            raise NoMatch(f"expected {lit_text!r}")
-        return pos + len(lit_text)
+    @property
+    def _reader_lit(self) -> LiteralText:
+        return LiteralText(self.markers)
 
-    def _read_call(self, text: str, pos: int, tools: dict[str, ToolSpec], skip: int = 0) -> tuple[ToolCall, int]:
+    def _expect(self, src: MarkedText, pos: int, literal: str, lit: LiteralText) -> int:
+        end = src.match_literal(pos, literal, lit)
+        if end < 0:
+            raise NoMatch(f"expected {literal!r}")
+        return end
+
+    def _read_call(self, src: MarkedText, pos: int, tools: dict[str, ToolSpec], lit: LiteralText,
+                   skip: int = 0) -> tuple[ToolCall, int]:
+        text = src.text
         pre, post = self.call_begin.split("{name}")
-        p = self._expect(text, pos, pre[skip:])
+        p = self._expect(src, pos, pre[skip:], lit)
         last: NoMatch | None = None
         for name in sorted((n for n in tools if text.startswith(n, p)), key=len, reverse=True):
             t = tools[name]
             try:
                 q = p + len(name)
+                if not src.plain(p, q):
+                    raise NoMatch("a control token inside the name")
                 if "{index}" in post:
                     a, b = post.split("{index}")
-                    m = re.compile(re.escape(a) + f"(?:{self.index_pattern})" + re.escape(b)).match(text, q)
-                    if m is None:
+                    q = self._expect(src, q, a, lit)
+                    m = re.compile(self.index_pattern).match(text, q)
+                    if m is None or not src.plain(q, m.end()):
                         raise NoMatch("bad call index")
-                    q = m.end()
+                    q = self._expect(src, m.end(), b, lit)
                 else:
-                    q = self._expect(text, q, post)
+                    q = self._expect(src, q, post, lit)
                 if isinstance(self.args, XmlArgs):
-                    args, q = self.args.read_until(text, q, t, self.call_end)
+                    args, q = self.args.read_until(src, q, t, self.call_end, lit)
                 else:
-                    args, q = self.args.read(text, q, t)
-                q = self._expect(text, q, self.call_end)
+                    args, q = self.args.read(src, q, t, lit)
+                q = self._expect(src, q, self.call_end, lit)
                 return ToolCall(name, args), q
             except NoMatch as e:
                 last = e
         raise last or NoMatch("unknown tool name")
 
-    def _read_block(self, text: str, pos: int, tools: dict[str, ToolSpec], skip: int) -> tuple[list[ToolCall], int]:
+    def _read_block(self, src: MarkedText, pos: int, tools: dict[str, ToolSpec], lit: LiteralText,
+                    skip: int) -> tuple[list[tuple[ToolCall, int, int]], int]:
+        """The calls of one block at ``pos`` as (call, start, end), and the block's end."""
         if self.section is None:
-            call, pos = self._read_call(text, pos, tools, skip)
-            return [call], pos
-        pos = self._expect(text, pos, self.section[0][skip:])
+            call, end = self._read_call(src, pos, tools, lit, skip)
+            return [(call, pos, end)], end
+        pos = self._expect(src, pos, self.section[0][skip:], lit)
         calls = []
-        call, pos = self._read_call(text, pos, tools)
-        calls.append(call)
-        while not text.startswith(self.section[1], pos):
-            pos = self._expect(text, pos, self.call_sep)
-            call, pos = self._read_call(text, pos, tools)
-            calls.append(call)
-        return calls, pos + len(self.section[1])
+        call, end = self._read_call(src, pos, tools, lit)
+        calls.append((call, pos, end))
+        pos = end
+        while src.match_literal(pos, self.section[1], lit) < 0:
+            pos = self._expect(src, pos, self.call_sep, lit)
+            call, end = self._read_call(src, pos, tools, lit)
+            calls.append((call, pos, end))
+            pos = end
+        return calls, self._expect(src, pos, self.section[1], lit)
 
-    def read(self, text: str, request: ToolRequest) -> ToolCallsResult:
+    def read_marked(self, src: MarkedText, request: ToolRequest, policy: CallPolicy | None = None) -> ToolCallsResult:
+        policy = policy or CallPolicy(request)
+        text, lit = src.text, self._reader_lit
+        # every declared function tool is read, so that a well-formed call the request does not allow
+        # is skipped whole (it stays content) rather than searched for triggers inside
         tools = {t.name: t for t in request.all_tools if not t.builtin}
         content: list[str] = []
         calls: list[ToolCall] = []
         pos = scan = 0  # content not yet taken starts at pos; the next trigger is searched from scan
         trig, lead = self._trigger, self._lead_text
         while True:
-            idx = text.find(trig, scan)
+            idx = src.find_marker(trig, scan)
             if idx < 0:
                 break
-            has_lead = bool(lead) and idx - len(lead) >= pos and text.startswith(lead, idx - len(lead))
+            has_lead = (bool(lead) and idx - len(lead) >= pos and text.startswith(lead, idx - len(lead))
+                        and src.plain(idx - len(lead), idx))
             start = idx - len(lead) if has_lead else idx
             try:
-                new_calls, end = self._read_block(text, idx, tools, skip=len(lead))
+                block, end = self._read_block(src, idx, tools, lit, skip=len(lead))
             except NoMatch:
                 scan = idx + len(trig)  # not a call: it stays content
+                continue
+            except RecursionError:  # pragma: no cover - every reader bounds its nesting
+                scan = idx + len(trig)
+                continue
+            kept: list[ToolCall] = []
+            refused: list[str] = []
+            for call, cs, ce in block:
+                if policy.accepts(call.name, call.arguments, len(calls) + len(kept)):
+                    kept.append(call)
+                else:
+                    refused.append(text[cs:ce])
+            if not kept:
+                scan = end  # well-formed, but the request does not allow it: all of it stays content
                 continue
             between = text[pos:start]
             if not (calls and (between == self.call_sep or not between.strip())):
                 content.append(between)  # a separator between two calls is syntax, not content
-            calls.extend(new_calls)
+            content.extend(refused)
+            calls.extend(kept)
             pos = scan = end
         content.append(text[pos:])
         return ToolCallsResult(join_content(content), tuple(calls))
-

@@ -12,6 +12,8 @@ from thinkgate.reasoning.vocabulary import Vocabulary
 
 from .args import JsonArgs
 from .engine import DEFAULT_TOOL_MAX_WHITESPACE, ToolFormat, join_content
+from .marked import MarkedText, json_depth_ok
+from .policy import CallPolicy
 from .request import ToolRequest, ToolSpec
 from .results import ToolCall, ToolCallsResult
 from .syntax import any_tokens, const, opt, or_, seq, star, structural_tag
@@ -73,34 +75,38 @@ class HarmonyFormat(ToolFormat):
             return structural_tag(seq(head, star(analysis), final))
         return structural_tag(seq(head, star(analysis), or_(final, *calls)))
 
-    _HEADER = re.compile(r"(?:<\|start\|>assistant)?(?P<h>(?:(?!<\|message\|>).)*)<\|message\|>", re.S)
     _RECIPIENT = re.compile(r"to=(\S+?)(?=<\||\s|$)")
+    _ENDS = ("<|end|>", "<|call|>", "<|return|>")
 
-    def read(self, text: str, request: ToolRequest) -> ToolCallsResult:
-        tools = {t.name: t for t in request.all_tools}
+    def read_marked(self, src: MarkedText, request: ToolRequest, policy: CallPolicy | None = None) -> ToolCallsResult:
+        """Messages are read at their control tokens: a header up to ``<|message|>``, a body up to
+        ``<|end|>`` / ``<|call|>`` / ``<|return|>``. A call needs a recipient in a header that has a
+        ``<|channel|>``; with token ids, text that only spells these tokens (say, inside an analysis
+        message) is part of the message it sits in."""
+        policy = policy or CallPolicy(request, builtin=True)
+        text = src.text
         content: list[str] = []
         calls: list[ToolCall] = []
         pos = 0
         while pos < len(text):
-            m = self._HEADER.match(text, pos)
-            if m is None:
+            h = pos
+            if src.marker_at(h, "<|start|>") and text.startswith("assistant", h + len("<|start|>")):
+                h += len("<|start|>assistant")
+            msg = src.find_marker("<|message|>", h)
+            if msg < 0:
                 content.append(text[pos:])
                 break
-            header, body_start = m.group("h"), m.end()
-            ends = [(text.find(e, body_start), e) for e in ("<|end|>", "<|call|>", "<|return|>")]
+            header, body_start = text[h:msg], msg + len("<|message|>")
+            ends = [(src.find_marker(e, body_start), e) for e in self._ENDS]
             ends = [(i, e) for i, e in ends if i >= 0]
             body_end, marker = min(ends) if ends else (len(text), "")
             body = text[body_start:body_end]
+            channel = src.find_marker("<|channel|>", h, msg)
             r = self._RECIPIENT.search(header)
-            if r is not None:
+            if r is not None and channel >= 0 and src.plain(h + r.start(), h + r.end()):
                 target = r.group(1)
                 name = target[len("functions."):] if target.startswith("functions.") else target
-                tool = tools.get(name)
-                try:
-                    obj = json.loads(body)
-                except json.JSONDecodeError:
-                    obj = None
-                if tool is not None and isinstance(obj, dict):
+                if self._is_call(src, body_start, body_end, name, policy, len(calls)):
                     calls.append(ToolCall(name, body.strip()))
                 else:
                     content.append(body)
@@ -109,3 +115,15 @@ class HarmonyFormat(ToolFormat):
             pos = body_end + len(marker)
         return ToolCallsResult(join_content(["\n".join(content)]), tuple(calls))
 
+    @staticmethod
+    def _is_call(src: MarkedText, start: int, end: int, name: str, policy: CallPolicy, taken: int) -> bool:
+        if policy.tool(name) is None or policy.full(taken) or not src.plain(start, end):
+            return False
+        body = src.text[start:end]
+        if not json_depth_ok(body):
+            return False
+        try:
+            obj = json.loads(body)
+        except (json.JSONDecodeError, RecursionError):
+            return False
+        return isinstance(obj, dict) and policy.arguments_ok(name, body)

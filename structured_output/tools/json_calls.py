@@ -11,6 +11,8 @@ from thinkgate.reasoning.vocabulary import Vocabulary
 
 from ..constraints import Constraint
 from .engine import DEFAULT_TOOL_MAX_WHITESPACE, ToolFormat
+from .marked import MAX_ARGUMENT_DEPTH, MarkedText, json_depth_ok
+from .policy import CallPolicy
 from .request import ToolRequest, tool_calls_json_schema
 from .results import ToolCall, ToolCallsResult
 
@@ -40,15 +42,25 @@ class JsonCallsFormat(ToolFormat):
                        max_whitespace: int | None = DEFAULT_TOOL_MAX_WHITESPACE) -> dict[str, Any] | None:
         return None
 
-    def read(self, text: str, request: ToolRequest) -> ToolCallsResult:
+    def read_marked(self, src: MarkedText, request: ToolRequest, policy: CallPolicy | None = None) -> ToolCallsResult:
+        """The whole output is the calls or it is content: one JSON document cannot be split, so a call
+        the policy refuses (a tool not allowed, more calls than allowed, arguments against a strict
+        schema) leaves all of it content. There are no markers; with token ids, a control token
+        anywhere makes the output content."""
+        policy = policy or CallPolicy(request)
+        text = src.text
+        as_content = ToolCallsResult(text.strip() or None, ())
+        # the arguments sit two levels down (the array, a call object)
+        if not src.plain(0, len(text)) or not json_depth_ok(text, limit=MAX_ARGUMENT_DEPTH + 2):
+            return as_content
         try:
             obj = json.loads(text)
-        except json.JSONDecodeError:
-            return ToolCallsResult(text.strip() or None, ())
-        names = {t.name for t in request.all_tools}
-        if not (isinstance(obj, list) and all(isinstance(c, dict) and c.get("name") in names
+        except (json.JSONDecodeError, RecursionError):
+            return as_content
+        if not (isinstance(obj, list) and all(isinstance(c, dict) and isinstance(c.get("name"), str)
                                               and isinstance(c.get("parameters"), dict) for c in obj)):
-            return ToolCallsResult(text.strip() or None, ())
-        return ToolCallsResult(None, tuple(ToolCall(c["name"], json.dumps(c["parameters"], ensure_ascii=False))
-                                           for c in obj))
-
+            return as_content
+        calls = [ToolCall(c["name"], json.dumps(c["parameters"], ensure_ascii=False)) for c in obj]
+        if not all(policy.accepts(c.name, c.arguments, i) for i, c in enumerate(calls)):
+            return as_content
+        return ToolCallsResult(None, tuple(calls))

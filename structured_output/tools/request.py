@@ -27,13 +27,38 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 __all__ = ["ToolSpec", "ToolRequest", "ToolChoiceMode", "Strictness", "normalize_tool_request",
-           "STRICTNESS_LEVELS", "tool_calls_json_schema"]
+           "STRICTNESS_LEVELS", "tool_calls_json_schema", "MAX_TOOL_SCHEMA_DEPTH"]
 
 ToolChoiceMode = Literal["none", "auto", "required", "named"]
 Strictness = Literal["auto", "function", "parameter"]
 STRICTNESS_LEVELS: tuple[str, ...] = ("auto", "function", "parameter")
 
 ANY_OBJECT: dict[str, Any] = {"type": "object"}
+
+MAX_TOOL_SCHEMA_DEPTH = 128
+"""The deepest nesting of JSON objects / arrays a tool's ``parameters`` schema may have (the schema
+object itself is level 1; ``{"type": "object", "properties": {"a": {...}}}`` takes two levels per
+property level). A deeper schema is a ``ValueError`` naming this limit."""
+
+
+def _nesting_depth(value: Any, limit: int) -> int:
+    """The container nesting depth of a JSON-like value, walked iteratively; stops past ``limit``
+    (returns ``limit + 1``). Cycles count as too deep."""
+    deepest = 0
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        v, d = stack.pop()
+        if isinstance(v, Mapping):
+            children = v.values()
+        elif isinstance(v, (list, tuple)):
+            children = v
+        else:
+            continue
+        if d > limit:
+            return limit + 1
+        deepest = max(deepest, d)
+        stack.extend((c, d + 1) for c in children)
+    return deepest
 _NAME = re.compile(r"[A-Za-z0-9_\-.:]{1,128}")
 """Tool names: OpenAI's letters, digits, ``_`` and ``-``, plus ``.`` and ``:`` for namespaced and builtin
 names (``browser.search``); nothing that could break out of a call's syntax (quotes, ``<``, spaces)."""
@@ -149,6 +174,9 @@ def _parse_tool(raw: Any, index: int) -> tuple[str, dict[str, Any] | None, bool 
             raise _fail(f"tool {name!r}: parameters must be a JSON schema object, got {type(params).__name__}")
         if params.get("type", "object") != "object":
             raise _fail(f"tool {name!r}: parameters must be a schema of type 'object', got {params.get('type')!r}")
+        if _nesting_depth(params, MAX_TOOL_SCHEMA_DEPTH) > MAX_TOOL_SCHEMA_DEPTH:
+            raise _fail(f"tool {name!r}: parameters nest deeper than {MAX_TOOL_SCHEMA_DEPTH} levels of JSON "
+                        f"objects / arrays (MAX_TOOL_SCHEMA_DEPTH)")
         try:
             params = copy.deepcopy(dict(params))
             json.dumps(params)
@@ -176,7 +204,8 @@ def normalize_tool_request(
 
     Raises ``ValueError`` for: tools that are not a list of tool objects, a function without a name,
     duplicate tool names, parameters that are not an object schema, an unknown ``tool_choice``, a
-    named function (or allowed tool) missing from ``tools``, ``"required"`` with no tools (or only
+    named function (or allowed tool) missing from ``tools``, parameters nested deeper than
+    :data:`MAX_TOOL_SCHEMA_DEPTH`, ``"required"`` with no tools (or only
     builtin tools), an unknown strictness."""
     if strictness not in STRICTNESS_LEVELS:
         raise _fail(f"unknown strictness {strictness!r}; known: {', '.join(STRICTNESS_LEVELS)}")

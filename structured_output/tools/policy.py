@@ -1,0 +1,72 @@
+"""The rules a read call must pass before a reader returns it, the same for every format and entry point.
+
+- ``tool_choice: "none"``: no call is returned (every call's text stays content);
+- the tool must be one the request lets a call name (``ToolRequest.tools``: a named choice leaves one,
+  ``allowed_tools`` its subset); a call to any other tool, declared or not, stays content;
+- at most ``ToolRequest.max_calls`` calls (one when parallel calls are off or a function is named): the
+  first ones in the output are returned, later ones stay content (a reader never drops model output:
+  content plus calls account for the whole text, so a caller can show or log what the model wrote);
+- a tool whose arguments the constraint checks (``ToolSpec.enforce``: ``strict: true``, strictness
+  ``"parameter"``, or a forced call of a tool that does not say ``strict: false``) has its arguments
+  validated against its JSON schema (``jsonschema``); arguments that violate it stay content.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from .request import ToolRequest, ToolSpec
+
+__all__ = ["CallPolicy"]
+
+
+def _validator(schema: dict[str, Any]) -> Any:
+    try:
+        import jsonschema
+    except ImportError as e:  # pragma: no cover - jsonschema comes with mistral-common and the test extra
+        raise ImportError("reading calls of strict tools needs the jsonschema package (pip install jsonschema)") from e
+    cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
+    return cls(schema)
+
+
+class CallPolicy:
+    """The rules of one request (see the module docstring). Build once, share across reads."""
+
+    def __init__(self, request: ToolRequest, *, builtin: bool = False) -> None:
+        self.request = request
+        self.max_calls = request.max_calls
+        self._tools: dict[str, ToolSpec] = {t.name: t for t in request.tools if builtin or not t.builtin}
+        self._validators: dict[str, Any] = {}
+        for t in self._tools.values():
+            if t.enforce:
+                try:
+                    self._validators[t.name] = _validator(t.parameters)
+                except ImportError:
+                    raise
+                except Exception:  # a schema jsonschema cannot use: no call of it passes
+                    self._validators[t.name] = None
+
+    def tool(self, name: str) -> ToolSpec | None:
+        """The tool a call may name, or None (not allowed, not declared, or tool_choice "none")."""
+        return self._tools.get(name)
+
+    def full(self, taken: int) -> bool:
+        """Whether ``taken`` calls are already as many as the request allows."""
+        return self.max_calls is not None and taken >= self.max_calls
+
+    def arguments_ok(self, name: str, arguments: str) -> bool:
+        """Whether ``arguments`` (a JSON object text) pass the tool's schema, when it is checked."""
+        if name not in self._validators:
+            return True
+        validator = self._validators[name]
+        if validator is None:
+            return False
+        try:
+            return bool(validator.is_valid(json.loads(arguments)))
+        except Exception:  # RecursionError, jsonschema's errors (an unresolvable $ref...): not valid
+            return False
+
+    def accepts(self, name: str, arguments: str, taken: int) -> bool:
+        """All the rules: an allowed tool, room for one more call, valid arguments."""
+        return self.tool(name) is not None and not self.full(taken) and self.arguments_ok(name, arguments)
