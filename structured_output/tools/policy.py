@@ -16,16 +16,14 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import jsonschema
+
 from .request import ToolRequest, ToolSpec
 
 __all__ = ["CallPolicy"]
 
 
 def _validator(schema: dict[str, Any]) -> Any:
-    try:
-        import jsonschema
-    except ImportError as e:  # pragma: no cover - jsonschema comes with mistral-common and the test extra
-        raise ImportError("reading calls of strict tools needs the jsonschema package (pip install jsonschema)") from e
     cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
     return cls(schema)
 
