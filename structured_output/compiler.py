@@ -358,12 +358,13 @@ class _WorkerPool:
             job = self._jobs.get(fut)
             if job is None or time.monotonic() < job.deadline - 0.05:
                 return False
-        self._settle(job, exc=TimeoutError("the compile did not finish within its deadline"), timeout=True)
+        self._settle(job, exc=TimeoutError("the compile did not finish within its deadline"), kill=True,
+                     timeout=True)
         return True
 
     def _settle(self, job: _Job, result: Any = None, exc: BaseException | None = None, *,
-                timeout: bool = False, crash: bool = False) -> bool:
-        """Complete ``job`` once (its worker is killed unless it completed); False if it already was."""
+                kill: bool = False, timeout: bool = False, crash: bool = False) -> bool:
+        """Complete ``job`` once (``kill``: its worker too, if it runs); False if it already was."""
         with self._cond:
             if job.state == "settled":
                 return False
@@ -375,7 +376,7 @@ class _WorkerPool:
                 live = job.future.set_running_or_notify_cancel()  # False: the caller cancelled it
             else:
                 live = True
-            proc = job.proc if result is None else None
+            proc = job.proc if kill and job.state == "running" else None
             job.state = "settled"
             self._jobs.pop(job.future, None)
             if timeout:
@@ -460,7 +461,7 @@ class _WorkerPool:
                     return None
                 if now >= job.deadline:
                     self._settle(job, exc=TimeoutError("the compile did not finish within its deadline"),
-                                 timeout=True)
+                                 kill=True, timeout=True)
                     return None
                 wait = job.deadline - now
                 if not proc.slow:
@@ -531,7 +532,7 @@ class _WorkerPool:
             threads = list(self._threads)
             self._cond.notify_all()
         for job in jobs:
-            self._settle(job, exc=RuntimeError("the compiler was closed"))
+            self._settle(job, exc=RuntimeError("the compiler was closed"), kill=True)
         for p in procs:
             p.kill()
         zygote = self._zygote
