@@ -581,7 +581,7 @@ def _nested(depth: int) -> dict:
 
 
 # a 60-byte schema whose conversion takes minutes and grows its memory: it only ends when killed
-HOSTILE = {"type": "object", "patternProperties": {"^.{1,20000}$": {}}}
+HOSTILE = {"type": "object", "patternProperties": {"^.{1,100000}$": {}}}
 
 
 def test_compile_timeout_hurts_only_its_request(qwen_vocab, qwen_parser):
@@ -610,7 +610,7 @@ def test_compile_timeout_hurts_only_its_request(qwen_vocab, qwen_parser):
         ids = v.encode(json.dumps(VALID)) + [v.token_id("<|im_end|>")]
         assert drive(mgr, "fast", ids, 0).status == "terminated"
         s = comp.stats
-        assert s.overdue == 1 and s.timeouts == 1 and s.cache_entries == 1
+        assert s.timeouts == 1 and s.overdue <= 1 and s.cache_entries == 1  # stopped by the compiler or the manager
         assert pid is None or pid not in comp.worker_pids()
     finally:
         comp.close()
