@@ -27,7 +27,7 @@ from typing import Any, Literal
 
 __all__ = ["Constraint", "ConstraintKind", "CONSTRAINT_KINDS", "DEFAULT_MAX_WHITESPACE", "MAX_NESTING_DEPTH"]
 
-MAX_NESTING_DEPTH = 128
+MAX_NESTING_DEPTH = 256
 """Deepest nesting of JSON objects and arrays accepted in a JSON schema or a structural tag (the
 outermost object is level 1). Real schemas stay far below it; deeper ones are a ``ValueError`` at
 construction (xgrammar's conversion cost grows steeply with depth, and Python's JSON codecs recurse)."""
