@@ -1,36 +1,70 @@
-"""The per-model compile service: constraints -> xgrammar compiled grammars, on a thread pool, cached.
+"""The per-model compile service: constraints -> xgrammar compiled grammars, in worker processes, cached.
 
 One :class:`Compiler` per model (vocabulary), shared by every request and by every manager of that
 model; all its methods are thread-safe. How a constraint becomes an xgrammar grammar (control tokens
-as private bytes, token names, xgrammar's fixes) is ``xgrammar_adapter.py``.
+as private bytes, token names, xgrammar's fixes) is ``xgrammar_adapter.py``; the worker processes
+are ``_compile_worker.py``.
 
-Validation and compilation
---------------------------
-:meth:`Compiler.submit` validates synchronously (building the xgrammar ``Grammar``: JSON-schema to
-grammar conversion, regex and EBNF parsing, structural-tag parsing; its cost grows with the size of
-the spec) and raises ``ValueError`` naming the problem. A spec longer than ``sync_validate_max_bytes``
-is validated on the pool instead, so that the caller never waits long; its problems then fail the
-compile future. The expensive part, the token-mask precomputation, runs on the pool. A cache hit
-skips both.
+The caller's thread
+-------------------
+:meth:`Compiler.submit` does only work whose cost depends on the size of the constraint, never on its
+content: the type check, the canonical key (built with the constraint, see ``constraints.py``, which
+also bounds its nesting depth with an iterative walk), a cache look-up, and queueing the job. Every
+content-dependent step (JSON-schema conversion, regex / EBNF / structural-tag parsing, the token-mask
+precomputation) runs in a worker process; an invalid constraint fails the future with a
+``ValueError`` naming the problem. (``sync_validate_max_bytes > 0`` opts back into validating specs up
+to that length on the caller's thread, for callers that want the ``ValueError`` at once.)
 
-Cache: bounded in bytes (``CompiledGrammar.memory_size_bytes``), least recently used out first, keyed
-by :attr:`Constraint.key`; a constraint being compiled is shared too (a thousand requests with one
-schema start one compile). A failed compile is not cached.
+Worker processes
+----------------
+At construction a background thread starts a *zygote*: a fresh interpreter (exec'd, never a fork of
+this multi-threaded process) that imports xgrammar and builds the vocabulary's ``TokenizerInfo``
+once; it is sent the vocabulary table, not a serialized ``TokenizerInfo``. Workers are forks of the
+zygote (milliseconds each, tokenizer tables shared copy-on-write); ``num_threads`` of them are forked
+at once and stay; more are forked whenever a job finds no free worker, up to ``max_workers`` (then
+jobs wait in FIFO order); extra workers exit after ``worker_idle_s`` without work.
 
-Timeouts: a compile inside xgrammar cannot be interrupted. The manager gives each request a deadline
-and, when it passes, puts the request in error and calls :meth:`Compiler.mark_overdue`: if that
-compile is running, the pool starts a replacement worker (at most ``4 * num_threads`` at once), so
-an overdue compile never shrinks the pool; the overdue thread finishes in the background, its
-result is cached if it succeeds, and it then exits.
+Each job has a deadline (``timeout_s`` of ``submit``, else ``compile_timeout_s``; a ``submit`` that
+joins a running compile extends it to its own). When it passes, the worker is killed with SIGKILL
+and its memory goes with it; the future fails with ``TimeoutError``; the next job gets a fresh fork.
+A job still queued at its deadline fails without starting. A job that runs longer than
+``slow_after_s`` is moved to a slow lane: its worker's threads are reniced (lower CPU priority, so
+fresh jobs keep their share of the CPU while hostile ones grind), the job no longer holds back
+others (a new job forks its own worker), and the worker exits once the job ends (a reniced process
+cannot be raised back). A worker that dies (a crash inside xgrammar) fails its job with
+``RuntimeError``; the zygote is restarted if it dies.
+
+What comes back: a compiled grammar as ``CompiledGrammar.serialize_json()``, deserialized in the
+parent against the parent's own ``TokenizerInfo``. A grammar whose compiled form is larger than
+``ship_compiled_max_bytes`` (whitespace-bounded JSON grammars are megabytes of token masks, which
+cost more to serialize and parse than to compile) and that compiled within ``recompile_max_s`` comes
+back as its ``Grammar`` instead, and the parent compiles it again: the worker has already proved that
+it is valid and quick. The parent's part (deserialize or recompile, then the first-token row) runs on
+the worker's driver thread, outside the GIL for the xgrammar calls.
+
+Cache (in the parent): bounded in bytes (``CompiledGrammar.memory_size_bytes``), least recently used
+out first, keyed by :attr:`Constraint.key`; a hit is a dictionary look-up. A constraint being compiled
+is shared too (a thousand requests with one schema start one compile). A failed compile is not cached.
+
+Lifetime: :meth:`Compiler.close` kills the workers and the zygote and fails every pending future with
+``RuntimeError``; it also runs at interpreter exit (a ``weakref.finalize`` hook, which does not keep
+the compiler alive) and when the compiler is garbage collected, so a process never exits with a compile
+running inside it.
 """
 
 from __future__ import annotations
 
-import queue
+import json
+import os
+import select
+import signal
+import socket
+import subprocess
+import sys
 import threading
 import time
-from collections import OrderedDict
-from collections.abc import Callable
+import weakref
+from collections import OrderedDict, deque
 from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any
@@ -41,6 +75,7 @@ import xgrammar as xgr
 
 from thinkgate.reasoning.vocabulary import Vocabulary
 
+from . import _compile_worker as _wire
 from .constraints import Constraint
 from .xgrammar_adapter import GrammarBuilder, build_tokenizer_info, control_token_bytes, xgrammar_message
 
@@ -98,173 +133,579 @@ class CompilerStats:
     """Compiles reported past a request's deadline."""
     cache_entries: int
     cache_bytes: int
+    timeouts: int = 0
+    """Compiles stopped at their deadline (worker killed) or dropped from the queue past it."""
+    worker_crashes: int = 0
+    """Workers that died inside a compile (their job failed)."""
+    workers: int = 0
+    """Worker processes alive now."""
 
 
-class _CompilePool:
-    """A small thread pool that can replace a worker stuck in an uninterruptible job."""
+class _Decoder:
+    """The parent's half of a compile: a worker's reply -> :class:`CompiledConstraint`. Holds no
+    reference to the :class:`Compiler` (so the pool's threads never keep it alive)."""
 
-    def __init__(self, num_threads: int, name: str) -> None:
+    def __init__(self, tokenizer_info: xgr.TokenizerInfo, num_threads: int, num_words: int,
+                 text_may_allow_all: bool) -> None:
+        self.tokenizer_info = tokenizer_info
+        # xgrammar's own cache is off: ours is keyed by the constraint and shares in-flight compiles.
+        self.xgr = xgr.GrammarCompiler(tokenizer_info, max_threads=num_threads, cache_enabled=False)
+        self.num_words = num_words
+        self.text_may_allow_all = text_may_allow_all
+
+    def decode(self, constraint: Constraint, reply: tuple, started: float) -> CompiledConstraint:
+        form = reply[0]
+        if form == "invalid":
+            raise ValueError(reply[1])
+        if form == "error":
+            raise RuntimeError(reply[1])
+        _, payload, token_level, _ = reply
+        if form == "compiled":
+            compiled = xgr.CompiledGrammar.deserialize_json(payload, self.tokenizer_info)
+        else:  # "grammar": proved valid and quick to compile in the worker (see the module docstring)
+            compiled = self.xgr.compile_grammar(xgr.Grammar.deserialize_json(payload))
+        mask = torch.empty((1, self.num_words), dtype=torch.int32)
+        xgr.GrammarMatcher(compiled).fill_next_token_bitmask(mask, 0)
+        return CompiledConstraint(constraint, compiled, mask[0].numpy().copy(),
+                                  token_level or self.text_may_allow_all, time.monotonic() - started)
+
+
+class _Job:
+    __slots__ = ("constraint", "future", "deadline", "started", "proc", "state")
+
+    def __init__(self, constraint: Constraint, deadline: float) -> None:
+        self.constraint = constraint
+        self.future: Future = Future()
+        self.deadline = deadline
+        self.started = 0.0
+        self.proc: _Proc | None = None
+        self.state = "queued"  # queued -> running -> settled (the pool's lock guards it)
+
+
+class _Proc:
+    """One worker process (a fork of the zygote) and the parent's end of its socket."""
+
+    __slots__ = ("pid", "sock", "slow")
+
+    def __init__(self, pid: int, sock: socket.socket) -> None:
+        self.pid = pid
+        self.sock = sock
+        self.slow = False
+
+    def kill(self) -> None:
+        try:
+            os.kill(self.pid, signal.SIGKILL)
+        except OSError:
+            pass
+        try:
+            self.sock.close()
+        except OSError:
+            pass
+
+    def renice(self, niceness: int) -> None:
+        """Lower the CPU priority of every thread of the worker (Linux: nice is per thread)."""
+        try:
+            tids = [int(t) for t in os.listdir(f"/proc/{self.pid}/task")]
+        except OSError:
+            tids = [self.pid]
+        for tid in tids:
+            try:
+                os.setpriority(os.PRIO_PROCESS, tid, niceness)
+            except OSError:
+                pass
+
+
+class _Closed(RuntimeError):
+    pass
+
+
+class _WorkerPool:
+    """The zygote, the worker processes and their driver threads (see the module docstring)."""
+
+    SLOW_NICENESS = 10
+
+    def __init__(self, table: Any, decoder: _Decoder, *, num_workers: int, max_workers: int, num_threads: int,
+                 slow_after_s: float, idle_s: float, settings: dict[str, Any], name: str) -> None:
+        self._table = table  # the vocabulary (its table is built on the starter thread)
+        self._decoder = decoder
+        self._num_workers = num_workers
+        self._max_workers = max_workers
+        self._slow_after_s = slow_after_s
+        self._idle_s = idle_s
+        self._settings = {**settings, "num_threads": num_threads}
         self._name = name
-        self._queue: queue.SimpleQueue[tuple[Future, Callable[[], Any]] | None] = queue.SimpleQueue()
-        self._lock = threading.Lock()
-        self._overdue: set[Future] = set()
-        self._max_overdue = 4 * num_threads
-        self._threads: list[threading.Thread] = []
+        self._cond = threading.Condition()
+        self._queue: deque[_Job] = deque()
+        self._jobs: dict[Future, _Job] = {}  # every unsettled job, by its future
+        self._threads: set[threading.Thread] = set()
+        self._available = 0  # driver threads not holding a job
+        self._procs: set[_Proc] = set()
         self._closed = False
-        for _ in range(num_threads):
-            self._spawn()
+        self.counts = {"timeouts": 0, "worker_crashes": 0}
+        self._zlock = threading.Lock()  # the zygote conversation, one at a time
+        self._zygote: subprocess.Popen | None = None
+        self._zsock: socket.socket | None = None
+        self._zerror: str | None = None
+        self._zready = threading.Event()
+        threading.Thread(target=self._start_zygote_bg, name=f"{name}-zygote", daemon=True).start()
+        with self._cond:
+            for _ in range(num_workers):
+                self._start_thread(standing=True)
 
-    def _spawn(self) -> None:
-        t = threading.Thread(target=self._work, name=f"{self._name}-{len(self._threads)}", daemon=True)
-        self._threads.append(t)
+    # -- zygote ----------------------------------------------------------------------------------
+    def _start_zygote_bg(self) -> None:
+        with self._zlock:
+            self._launch_zygote()
+        self._zready.set()
+
+    def _launch_zygote(self) -> None:
+        """(Re)start the zygote; with ``_zlock`` held."""
+        if self._closed:
+            self._zerror = "the compiler is closed"
+            return
+        if not isinstance(self._table, tuple):
+            self._table = _wire.vocab_table(self._table)
+        parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            code = ("import sys, json; sys.path[:] = json.loads(sys.argv[1]); "
+                    "from thinkgate.structured_output._compile_worker import main; main(int(sys.argv[2]))")
+            proc = subprocess.Popen([sys.executable, "-c", code, json.dumps(sys.path), str(child.fileno())],
+                                    pass_fds=(child.fileno(),), stdin=subprocess.DEVNULL, start_new_session=True)
+        except OSError as e:
+            parent.close()
+            self._zerror = f"could not start the compile worker process: {e}"
+            return
+        finally:
+            child.close()
+        self._zygote, self._zsock = proc, parent
+        try:
+            _wire.send_obj(parent, ("init", self._table, self._settings))
+            reply = _wire.recv_obj(parent)
+        except (EOFError, OSError) as e:
+            reply = ("error", f"the compile worker process exited during start-up ({e})")
+        if reply[0] != "ready":
+            self._zerror = str(reply[1])
+            self._stop_zygote()
+        elif self._closed:  # closed while starting
+            self._stop_zygote()
+        else:
+            self._zerror = None
+
+    def _stop_zygote(self) -> None:
+        sock, proc = self._zsock, self._zygote
+        self._zsock = self._zygote = None
+        if sock is not None:
+            sock.close()
+        if proc is not None:
+            try:
+                proc.kill()
+                proc.wait(5)
+            except (OSError, subprocess.TimeoutExpired):
+                pass
+
+    def _fork(self) -> _Proc:
+        """A new worker process (``RuntimeError`` if none can be started; the zygote is started
+        again once if it died)."""
+        self._zready.wait()
+        with self._zlock:
+            for _ in range(2):
+                if self._closed:
+                    raise _Closed("the compiler is closed")
+                if self._zsock is None:
+                    self._launch_zygote()
+                    if self._zsock is None:
+                        break
+                try:
+                    _wire.send_obj(self._zsock, ("fork",))
+                    data, fds, _, _ = socket.recv_fds(self._zsock, _wire._PID.size, 1)
+                    if len(data) != _wire._PID.size or len(fds) != 1:
+                        raise EOFError("the zygote closed its socket")
+                except (EOFError, OSError) as e:
+                    self._stop_zygote()
+                    self._zerror = f"the compile zygote process died ({e})"
+                    continue
+                proc = _Proc(_wire._PID.unpack(data)[0], socket.socket(fileno=fds[0]))
+                with self._cond:
+                    if self._closed:
+                        proc.kill()
+                        raise _Closed("the compiler is closed")
+                    self._procs.add(proc)
+                return proc
+            raise RuntimeError(self._zerror or "the compile worker process could not be started")
+
+    # -- jobs ------------------------------------------------------------------------------------
+    def submit(self, constraint: Constraint, deadline: float) -> Future:
+        with self._cond:
+            if self._closed:
+                raise RuntimeError("the compiler is closed")
+            job = _Job(constraint, deadline)
+            self._jobs[job.future] = job
+            self._queue.append(job)
+            if self._available < len(self._queue) and len(self._threads) < self._max_workers:
+                self._start_thread(standing=False)
+            self._cond.notify()
+        return job.future
+
+    def extend(self, fut: Future, deadline: float) -> None:
+        with self._cond:
+            job = self._jobs.get(fut)
+            if job is not None and deadline > job.deadline:
+                job.deadline = deadline
+
+    def stop_if_overdue(self, fut: Future) -> bool:
+        """Kill ``fut``'s compile (or drop it from the queue) if its deadline has passed."""
+        with self._cond:
+            job = self._jobs.get(fut)
+            if job is None or time.monotonic() < job.deadline - 0.05:
+                return False
+        self._settle(job, exc=TimeoutError("the compile did not finish within its deadline"), kill=True,
+                     timeout=True)
+        return True
+
+    def _settle(self, job: _Job, result: Any = None, exc: BaseException | None = None, *,
+                kill: bool = False, timeout: bool = False, crash: bool = False) -> bool:
+        """Complete ``job`` once (``kill``: its worker too, if it runs); False if it already was."""
+        with self._cond:
+            if job.state == "settled":
+                return False
+            if job.state == "queued":
+                try:
+                    self._queue.remove(job)
+                except ValueError:
+                    pass
+                live = job.future.set_running_or_notify_cancel()  # False: the caller cancelled it
+            else:
+                live = True
+            proc = job.proc if kill and job.state == "running" else None
+            job.state = "settled"
+            self._jobs.pop(job.future, None)
+            if timeout:
+                self.counts["timeouts"] += 1
+            if crash:
+                self.counts["worker_crashes"] += 1
+            if proc is not None:
+                self._procs.discard(proc)
+        if proc is not None:
+            proc.kill()  # its driver sees EOF and forks a fresh worker for its next job
+        if live:  # outside the lock: done callbacks run here
+            if exc is not None:
+                job.future.set_exception(exc)
+            else:
+                job.future.set_result(result)
+        return True
+
+    def _start_thread(self, *, standing: bool) -> None:
+        """With ``_cond`` held."""
+        t = threading.Thread(target=self._drive, args=(standing,), daemon=True,
+                             name=f"{self._name}-{len(self._threads)}")
+        self._threads.add(t)
+        self._available += 1
         t.start()
 
-    def submit(self, fn: Callable[[], Any]) -> Future:
-        if self._closed:
-            raise RuntimeError("the compiler is closed")
-        fut: Future = Future()
-        self._queue.put((fut, fn))
-        return fut
+    def _drive(self, standing: bool) -> None:
+        """A driver thread: owns one worker process at a time and runs jobs on it."""
+        proc: _Proc | None = None
+        me = threading.current_thread()
+        try:
+            while True:
+                if proc is None:
+                    try:
+                        proc = self._fork()
+                    except _Closed:
+                        return
+                    except RuntimeError as e:
+                        err = e
+                        proc = None
+                with self._cond:
+                    while not self._queue and not self._closed:
+                        if not self._cond.wait(None if standing else self._idle_s) and not self._queue:
+                            if not standing:
+                                return  # idle too long: an extra worker goes away
+                    if self._closed:
+                        return
+                    job = self._queue.popleft()
+                    if not job.future.set_running_or_notify_cancel():  # cancelled by its caller
+                        job.state = "settled"
+                        self._jobs.pop(job.future, None)
+                        continue
+                    self._available -= 1
+                    job.state = "running"
+                    job.started = time.monotonic()
+                    job.proc = proc if job.started < job.deadline else None
+                try:
+                    if job.started >= job.deadline:
+                        self._settle(job, exc=TimeoutError("the compile waited past its deadline"), timeout=True)
+                    elif proc is None:
+                        self._settle(job, exc=RuntimeError(str(err)))
+                    else:
+                        proc = self._run(proc, job)
+                finally:
+                    with self._cond:
+                        self._available += 1
+        finally:
+            if proc is not None:
+                with self._cond:
+                    self._procs.discard(proc)
+                proc.kill()
+            with self._cond:
+                self._threads.discard(me)
+                self._available -= 1
 
-    def mark_overdue(self, fut: Future) -> bool:
-        """Start a replacement worker for ``fut``'s thread if ``fut`` is running; True if started."""
-        with self._lock:
-            if self._closed or fut.done() or not fut.running() or fut in self._overdue:
-                return False
-            if len(self._overdue) >= self._max_overdue:
-                return False
-            self._overdue.add(fut)
-            self._spawn()
-            return True
+    def _run(self, proc: _Proc, job: _Job) -> _Proc | None:
+        """Run ``job`` on ``proc``; the process to keep for the next job (None: it is gone)."""
+        try:
+            _wire.send_obj(proc.sock, job.constraint)
+            while True:
+                now = time.monotonic()
+                if job.state == "settled":  # killed by stop_if_overdue or close
+                    return None
+                if now >= job.deadline:
+                    self._settle(job, exc=TimeoutError("the compile did not finish within its deadline"),
+                                 kill=True, timeout=True)
+                    return None
+                wait = job.deadline - now
+                if not proc.slow:
+                    wait = min(wait, max(0.0, job.started + self._slow_after_s - now))
+                ready, _, _ = select.select([proc.sock], [], [], wait)
+                if ready:
+                    reply = _wire.recv_obj(proc.sock)
+                    break
+                if not proc.slow and time.monotonic() >= job.started + self._slow_after_s:
+                    proc.slow = True  # the slow lane: lower priority, retire after this job
+                    proc.renice(self.SLOW_NICENESS)
+        except (EOFError, OSError, ValueError) as e:  # died (or killed: then the job is settled already)
+            self._settle(job, exc=RuntimeError(f"the compile worker process died ({type(e).__name__}: {e}); "
+                                               f"xgrammar crashed on this constraint"), crash=True)
+            with self._cond:
+                self._procs.discard(proc)
+            proc.kill()
+            return None
+        keep: _Proc | None = proc
+        if proc.slow:  # reniced: it cannot be raised back, so it goes
+            with self._cond:
+                self._procs.discard(proc)
+            proc.kill()
+            keep = None
+        try:
+            result = self._decoder.decode(job.constraint, reply, job.started)
+        except BaseException as e:  # noqa: BLE001 - every failure belongs to the future
+            self._settle(job, exc=e)
+        else:
+            self._settle(job, result=result)
+        return keep
 
-    def _work(self) -> None:
+    # -- introspection and shutdown ---------------------------------------------------------------
+    def worker_pids(self) -> list[int]:
+        with self._cond:
+            return sorted(p.pid for p in self._procs)
+
+    def running_pids(self) -> dict[Future, int]:
+        with self._cond:
+            return {f: j.proc.pid for f, j in self._jobs.items() if j.state == "running" and j.proc is not None}
+
+    def wait_ready(self, timeout: float | None = None) -> bool:
+        """Wait until the zygote and the standing workers are up (True) or ``timeout`` passes."""
+        end = None if timeout is None else time.monotonic() + timeout
+        if not self._zready.wait(timeout):
+            return False
         while True:
-            item = self._queue.get()
-            if item is None:
-                return
-            fut, fn = item
-            if not fut.set_running_or_notify_cancel():
-                continue
-            try:
-                result = fn()
-            except BaseException as e:  # noqa: BLE001 - every failure belongs to the future
-                fut.set_exception(e)
-            else:
-                fut.set_result(result)
-            with self._lock:
-                if fut in self._overdue:  # a replacement has taken this thread's place
-                    self._overdue.discard(fut)
-                    return
+            with self._cond:
+                if len(self._procs) >= self._num_workers or self._zerror is not None or self._closed:
+                    return True
+            if end is not None and time.monotonic() >= end:
+                return False
+            time.sleep(0.005)
 
-    def close(self) -> None:
-        with self._lock:
+    @property
+    def num_procs(self) -> int:
+        with self._cond:
+            return len(self._procs)
+
+    def close(self, join_s: float = 10.0) -> None:
+        with self._cond:
             if self._closed:
                 return
             self._closed = True
-            n = len(self._threads)
-        for _ in range(n):
-            self._queue.put(None)
+            jobs = list(self._jobs.values())
+            procs = list(self._procs)
+            self._procs.clear()
+            threads = list(self._threads)
+            self._cond.notify_all()
+        for job in jobs:
+            self._settle(job, exc=RuntimeError("the compiler was closed"), kill=True)
+        for p in procs:
+            p.kill()
+        zygote = self._zygote
+        if zygote is not None:  # wakes a start-up in progress too
+            try:
+                zygote.kill()
+            except OSError:
+                pass
+        if self._zlock.acquire(timeout=join_s):
+            try:
+                self._stop_zygote()
+            finally:
+                self._zlock.release()
+        # a driver may be finishing a job in this process (deserialize / recompile, bounded by
+        # recompile_max_s): wait for it, so no xgrammar thread runs while the interpreter exits
+        end = time.monotonic() + join_s
+        me = threading.current_thread()
+        for t in threads:
+            if t is not me:
+                t.join(max(0.0, end - time.monotonic()))
+
+
+def _close_pool(pool: _WorkerPool) -> None:
+    pool.close()
 
 
 class Compiler:
     """Compiles constraints for one vocabulary (see the module docstring). Thread-safe.
+
+    Lifetime: per model; the zygote and ``num_threads`` workers start in the background at
+    construction (:meth:`wait_ready` waits for them); :meth:`close` (also at interpreter exit) stops
+    them. Costs: ``submit`` is O(size of the constraint) on the caller's thread and a cache hit a
+    dictionary look-up; each worker is a fork sharing the zygote's memory plus what its compile uses.
+    Failure model: an invalid constraint fails its future with ``ValueError``, a compile past its
+    deadline with ``TimeoutError`` (its worker killed), a crashed worker or a closed compiler with
+    ``RuntimeError``; nothing else raises from ``submit`` except a non-``Constraint`` argument
+    (``ValueError``) or a closed compiler (``RuntimeError``).
 
     Parameters
     ----------
     vocabulary:
         The model's vocabulary (a :class:`~reasoning.Vocabulary`, a short name, or an HF tokenizer).
     num_threads:
-        Compile pool size (also xgrammar's threads per compile).
+        Standing worker processes (always ready), and xgrammar's threads per compile (in a worker and
+        in the parent's recompile).
     cache_limit_bytes:
         Bound on the bytes of cached compiled grammars; least recently used out first.
     sync_validate_max_bytes:
-        Constraints whose spec is at most this long are validated on the caller's thread (a
-        ``ValueError`` at ``submit``); longer ones on the pool, where an invalid one fails the future
-        (the manager puts the request in ``ERROR``), so that ``add_request`` never blocks the
-        scheduler for long.
+        Specs at most this long are validated on the caller's thread (a ``ValueError`` at ``submit``).
+        Default 0: never; validation depends on content, so it runs with the compile.
+    compile_timeout_s:
+        Deadline of a compile whose ``submit`` gives none.
+    max_workers:
+        Most worker processes at once (bounds memory; past it, jobs wait in FIFO order).
+    slow_after_s:
+        A compile running longer than this moves to the slow lane (see the module docstring).
+    worker_idle_s:
+        An extra worker (beyond ``num_threads``) exits after this long without work.
+    ship_compiled_max_bytes, recompile_max_s:
+        A compiled grammar larger than ``ship_compiled_max_bytes`` that compiled within
+        ``recompile_max_s`` is compiled again in the parent instead of being serialized.
     """
 
     def __init__(self, vocabulary: Vocabulary | str | Any, *, num_threads: int = 2,
-                 cache_limit_bytes: int = 512 << 20, sync_validate_max_bytes: int = 32 << 10) -> None:
-        if not isinstance(num_threads, int) or num_threads < 1:
+                 cache_limit_bytes: int = 512 << 20, sync_validate_max_bytes: int = 0,
+                 compile_timeout_s: float = 60.0, max_workers: int = 16, slow_after_s: float = 0.5,
+                 worker_idle_s: float = 60.0, ship_compiled_max_bytes: int = 1 << 20,
+                 recompile_max_s: float = 1.0) -> None:
+        if isinstance(num_threads, bool) or not isinstance(num_threads, int) or num_threads < 1:
             raise ValueError(f"num_threads must be a positive integer, got {num_threads!r}")
         if not isinstance(cache_limit_bytes, int) or cache_limit_bytes < 0:
             raise ValueError(f"cache_limit_bytes must be a non-negative integer, got {cache_limit_bytes!r}")
+        if isinstance(max_workers, bool) or not isinstance(max_workers, int) or max_workers < num_threads:
+            raise ValueError(f"max_workers must be an integer >= num_threads, got {max_workers!r}")
+        for name, value in (("compile_timeout_s", compile_timeout_s), ("slow_after_s", slow_after_s),
+                            ("worker_idle_s", worker_idle_s), ("recompile_max_s", recompile_max_s)):
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+                raise ValueError(f"{name} must be a positive number of seconds, got {value!r}")
         self.vocabulary = Vocabulary.coerce(vocabulary)
         self.tokenizer_info = build_tokenizer_info(self.vocabulary)
         self._grammars = GrammarBuilder(self.vocabulary)
-        # xgrammar's own cache is off: ours is keyed by the constraint and shares in-flight compiles.
-        self._xgr = xgr.GrammarCompiler(self.tokenizer_info, max_threads=num_threads, cache_enabled=False)
         self.num_threads = num_threads
         self.cache_limit_bytes = cache_limit_bytes
         self.sync_validate_max_bytes = sync_validate_max_bytes
+        self.compile_timeout_s = float(compile_timeout_s)
+        self.max_workers = max_workers
         self.logits_width = self.vocabulary.logits_width
         self.num_words = (self.logits_width + 31) // 32
         # can a text-only grammar ever allow every id? Only if xgrammar has no id it never allows.
         self._text_may_allow_all = len(self.tokenizer_info.special_token_ids) == 0
+        self._decoder = _Decoder(self.tokenizer_info, num_threads, self.num_words, self._text_may_allow_all)
         self._lock = threading.Lock()
         self._cache: OrderedDict[str, tuple[CompiledConstraint, Future]] = OrderedDict()
         self._cache_bytes = 0
         self._inflight: dict[str, Future] = {}
         self._counts = {"compiles": 0, "cache_hits": 0, "joins": 0, "failures": 0, "evictions": 0,
                         "overdue": 0}
-        self._pool = _CompilePool(num_threads, f"thinkgate-compile-{self.vocabulary.name}")
+        self._pool = _WorkerPool(self.vocabulary, self._decoder, num_workers=num_threads, max_workers=max_workers,
+                                 num_threads=num_threads, slow_after_s=float(slow_after_s),
+                                 idle_s=float(worker_idle_s),
+                                 settings={"ship_compiled_max_bytes": int(ship_compiled_max_bytes),
+                                           "recompile_max_s": float(recompile_max_s)},
+                                 name=f"thinkgate-compile-{self.vocabulary.name}")
+        # at exit or when collected: stop the workers (the pool holds no reference to the compiler)
+        self._finalizer = weakref.finalize(self, _close_pool, self._pool)
 
     # -- public ----------------------------------------------------------------------------------
-    def submit(self, constraint: Constraint) -> Future:
+    def submit(self, constraint: Constraint, *, timeout_s: float | None = None) -> Future:
         """A future of the :class:`CompiledConstraint` for ``constraint`` (already done on a cache hit).
 
-        Raises ``ValueError`` naming the problem when the constraint is invalid (and its spec at most
-        ``sync_validate_max_bytes`` long); nothing is started then. Otherwise a problem is the
-        future's exception (a ``ValueError`` for an invalid constraint)."""
+        O(size of the constraint) on the caller's thread (see the module docstring). The compile must
+        finish within ``timeout_s`` seconds from now (default ``compile_timeout_s``); joining a compile
+        already running extends its deadline to this one. Problems are the future's exception:
+        ``ValueError`` for an invalid constraint, ``TimeoutError`` past the deadline, ``RuntimeError``
+        for a crashed worker or a closed compiler. Raises only for a non-``Constraint`` argument
+        (``ValueError``), a spec validated here (``sync_validate_max_bytes``), or a closed compiler."""
         if not isinstance(constraint, Constraint):
             raise ValueError(f"expected a Constraint, got {type(constraint).__name__}")
         key = constraint.key
+        deadline = time.monotonic() + (self.compile_timeout_s if timeout_s is None else float(timeout_s))
         with self._lock:
-            hit = self._lookup(key)
+            hit = self._lookup(key, deadline)
             if hit is not None:
                 return hit
-        if len(constraint.spec) <= self.sync_validate_max_bytes:
-            grammar, token_level = self.validate(constraint)  # outside the lock: may take milliseconds
-
-            def job() -> CompiledConstraint:
-                return self._compile(constraint, grammar, token_level)
-        else:  # too big to validate on the caller's thread: a ValueError becomes the future's
-
-            def job() -> CompiledConstraint:
-                return self._compile(constraint, *self.validate(constraint))
-
+        if 0 < len(constraint.spec) <= self.sync_validate_max_bytes:
+            self.validate(constraint)  # opted in: content-dependent work on the caller's thread
         with self._lock:
-            hit = self._lookup(key)
+            hit = self._lookup(key, deadline)
             if hit is not None:
                 return hit
             self._counts["compiles"] += 1
-            fut = self._pool.submit(job)
+            fut = self._pool.submit(constraint, deadline)
             self._inflight[key] = fut
         fut.add_done_callback(lambda f: self._finish(key, f))
         return fut
 
     def compile(self, constraint: Constraint, timeout: float | None = None) -> CompiledConstraint:
         """Compile synchronously (through the cache); raises ``ValueError`` for an invalid
-        constraint or a compile error, ``TimeoutError`` past ``timeout`` seconds."""
-        fut = self.submit(constraint)
+        constraint or a compile error, ``TimeoutError`` past ``timeout`` seconds (the compile is
+        then stopped too, unless another caller still waits for it)."""
+        fut = self.submit(constraint, timeout_s=timeout)
         try:
-            return fut.result(timeout)
+            return fut.result(None if timeout is None else timeout + 5.0)
         except TimeoutError:
             raise
         except Exception as e:
             raise ValueError(f"{constraint.kind}: compile failed: {xgrammar_message(e)}") from e
 
     def mark_overdue(self, fut: Future) -> None:
-        """Tell the pool that ``fut`` ran past a request's deadline (see the module docstring)."""
+        """Tell the compiler that a request waiting on ``fut`` passed its deadline: the compile is
+        stopped now (its worker killed) unless a later ``submit`` of the same constraint extended
+        the deadline."""
         with self._lock:
             self._counts["overdue"] += 1
-        self._pool.mark_overdue(fut)
+        self._pool.stop_if_overdue(fut)
+
+    def wait_ready(self, timeout: float | None = None) -> bool:
+        """Wait until the worker processes are started (True), or ``timeout`` seconds pass."""
+        return self._pool.wait_ready(timeout)
+
+    def worker_pids(self) -> list[int]:
+        """The pids of the worker processes alive now (for monitoring and tests)."""
+        return self._pool.worker_pids()
+
+    def running_pid(self, fut: Future) -> int | None:
+        """The pid of the worker running ``fut``'s compile, None if it is not running."""
+        return self._pool.running_pids().get(fut)
 
     @property
     def stats(self) -> CompilerStats:
         with self._lock:
-            return CompilerStats(**self._counts, cache_entries=len(self._cache), cache_bytes=self._cache_bytes)
+            return CompilerStats(**self._counts, cache_entries=len(self._cache), cache_bytes=self._cache_bytes,
+                                 **self._pool.counts, workers=self._pool.num_procs)
 
     def clear_cache(self) -> None:
         with self._lock:
@@ -272,13 +713,15 @@ class Compiler:
             self._cache_bytes = 0
 
     def close(self) -> None:
-        """Stop the pool's idle workers (compiles already queued are dropped)."""
-        self._pool.close()
+        """Kill the workers and the zygote and fail every pending future (``RuntimeError``); a later
+        ``submit`` that misses the cache raises ``RuntimeError``. Idempotent."""
+        self._finalizer()
 
     # -- validation ------------------------------------------------------------------------------
     def validate(self, constraint: Constraint) -> tuple[xgr.Grammar, bool]:
-        """Build the xgrammar ``Grammar`` of ``constraint`` (``ValueError`` naming the problem) and
-        whether it uses token-level formats (see :meth:`GrammarBuilder.build`)."""
+        """Build the xgrammar ``Grammar`` of ``constraint`` on the caller's thread (``ValueError``
+        naming the problem) and whether it uses token-level formats (see :meth:`GrammarBuilder.build`).
+        Its cost depends on the content: never call it on a scheduler thread."""
         return self._grammars.build(constraint)
 
     def resolve_structural_tag(self, tag: Any) -> tuple[dict[str, Any], bool]:
@@ -287,7 +730,7 @@ class Compiler:
         return self._grammars.resolve_structural_tag(tag)
 
     # -- internals -------------------------------------------------------------------------------
-    def _lookup(self, key: str) -> Future | None:
+    def _lookup(self, key: str, deadline: float) -> Future | None:
         entry = self._cache.get(key)
         if entry is not None:
             self._cache.move_to_end(key)
@@ -296,15 +739,8 @@ class Compiler:
         fut = self._inflight.get(key)
         if fut is not None:
             self._counts["joins"] += 1
+            self._pool.extend(fut, deadline)
         return fut
-
-    def _compile(self, constraint: Constraint, grammar: xgr.Grammar, token_level: bool) -> CompiledConstraint:
-        t0 = time.perf_counter()
-        compiled = self._xgr.compile_grammar(grammar)
-        mask = torch.empty((1, self.num_words), dtype=torch.int32)
-        xgr.GrammarMatcher(compiled).fill_next_token_bitmask(mask, 0)
-        return CompiledConstraint(constraint, compiled, mask[0].numpy().copy(),
-                                  token_level or self._text_may_allow_all, time.perf_counter() - t0)
 
     def _finish(self, key: str, fut: Future) -> None:
         with self._lock:

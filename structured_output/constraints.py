@@ -10,9 +10,11 @@ compiled grammar among every request that asks for the same thing. Build one wit
     Constraint.choice(["yes", "no"])
     Constraint.structural_tag(tag)            # xgrammar's structural-tag format (dict or JSON string)
 
-Validation that needs no compiler (types, JSON parse, empty choices) happens here and raises
-``ValueError``; the compiler validates the rest (schema, regex and grammar syntax, structural-tag
-shape, token names) when the manager's ``add_request`` is called, also with a ``ValueError``.
+Validation that needs no compiler (types, JSON parse, empty choices, nesting deeper than
+:data:`MAX_NESTING_DEPTH`) happens here and raises ``ValueError``; its cost depends only on the size
+of the input (the depth check is an iterative walk, never a recursion). The compiler validates the
+rest (schema, regex and grammar syntax, structural-tag shape, token names) in a worker process, and
+an invalid constraint puts its request in ``ERROR`` with a message naming the problem.
 """
 
 from __future__ import annotations
@@ -23,7 +25,12 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, Literal
 
-__all__ = ["Constraint", "ConstraintKind", "CONSTRAINT_KINDS", "DEFAULT_MAX_WHITESPACE"]
+__all__ = ["Constraint", "ConstraintKind", "CONSTRAINT_KINDS", "DEFAULT_MAX_WHITESPACE", "MAX_NESTING_DEPTH"]
+
+MAX_NESTING_DEPTH = 256
+"""Deepest nesting of JSON objects and arrays accepted in a JSON schema or a structural tag (the
+outermost object is level 1). Real schemas stay far below it; deeper ones are a ``ValueError`` at
+construction (xgrammar's conversion cost grows steeply with depth, and Python's JSON codecs recurse)."""
 
 DEFAULT_MAX_WHITESPACE = 16
 """Default bound on whitespace characters per gap in JSON (see :meth:`Constraint.json_schema`)."""
@@ -32,6 +39,37 @@ ConstraintKind = Literal["json_schema", "json_object", "regex", "grammar", "choi
 
 
 CONSTRAINT_KINDS: tuple[str, ...] = ("json_schema", "json_object", "regex", "grammar", "choice", "structural_tag")
+
+
+def _check_depth(value: Any, what: str) -> None:
+    """``ValueError`` if ``value`` nests JSON containers deeper than :data:`MAX_NESTING_DEPTH`; an
+    iterative walk, O(size), that also stops on a container that contains itself."""
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    pop, push = stack.pop, stack.append
+    while stack:
+        node, depth = pop()
+        if isinstance(node, Mapping):
+            children = node.values()
+        elif isinstance(node, (list, tuple)):
+            children = node
+        else:
+            continue
+        if depth > MAX_NESTING_DEPTH:
+            raise ValueError(f"invalid {what}: nested deeper than {MAX_NESTING_DEPTH} levels "
+                             f"(MAX_NESTING_DEPTH)")
+        for child in children:
+            if isinstance(child, (Mapping, list, tuple)):
+                push((child, depth + 1))
+
+
+def _parse_json(text: str, what: str) -> Any:
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as e:
+        raise ValueError(f"invalid {what}: not valid JSON ({e})") from e
+    except RecursionError:
+        raise ValueError(f"invalid {what}: nested deeper than {MAX_NESTING_DEPTH} levels "
+                         f"(MAX_NESTING_DEPTH)") from None
 
 
 def _canonical_json(value: Any) -> str:
@@ -105,14 +143,10 @@ class Constraint:
         if unsupported not in ("check", "reject"):
             raise ValueError(f"unsupported must be 'check' or 'reject', got {unsupported!r}")
         if isinstance(schema, str):
-            try:
-                schema = json.loads(schema)
-            except json.JSONDecodeError as e:
-                raise ValueError(f"invalid JSON schema: not valid JSON ({e})") from e
-            except RecursionError:
-                raise ValueError("invalid JSON schema: nested too deeply") from None
+            schema = _parse_json(schema, "JSON schema")
         if not isinstance(schema, (dict, bool)):
             raise ValueError(f"invalid JSON schema: expected an object, got {type(schema).__name__}")
+        _check_depth(schema, "JSON schema")
         return cls("json_schema", _canonical_json(schema),
                    _opts(any_whitespace=bool(any_whitespace), max_whitespace=_ws(max_whitespace),
                          strict=bool(strict), unsupported=unsupported))
@@ -157,12 +191,10 @@ class Constraint:
         can be seen); the manager then applies it from the first token, as with
         ``include_reasoning=False``."""
         if isinstance(tag, str):
-            try:
-                tag = json.loads(tag)
-            except json.JSONDecodeError as e:
-                raise ValueError(f"invalid structural tag: not valid JSON ({e})") from e
+            tag = _parse_json(tag, "structural tag")
         if not isinstance(tag, Mapping):
             raise ValueError(f"invalid structural tag: expected an object, got {type(tag).__name__}")
+        _check_depth(tag, "structural tag")
         return cls("structural_tag", _canonical_json(dict(tag)),
                    _opts(covers_reasoning=True) if covers_reasoning else ())
 

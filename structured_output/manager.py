@@ -135,10 +135,12 @@ class StructuredOutputManager:
     The step protocol
     -----------------
     1. ``add_request(id, constraint, prompt_token_ids, chat_template_kwargs=..., include_reasoning=...)``
-       validates the constraint (``ValueError`` naming the problem; nothing is stored; a spec longer
-       than the compiler's ``sync_validate_max_bytes`` is validated with its compile instead, and an
-       invalid one puts the request in ``ERROR``) and starts its compile (a cache hit is ready at once). ``constraint=None`` registers an unconstrained request:
-       it only occupies its logits rows in the schedule.
+       checks its arguments (``ValueError`` for a malformed one; nothing is stored) and starts the
+       constraint's compile (a cache hit is ready at once). Its cost depends on the size of the
+       constraint, never on its content: the constraint is validated with its compile, in a worker
+       process, and an invalid one puts the request in ``ERROR`` with a message naming the problem.
+       ``constraint=None`` registers an unconstrained request: it only occupies its logits rows in
+       the schedule.
     2. Schedule only requests with ``is_ready(id)``; a request in ``ERROR`` should be aborted (its
        ``error(id)`` says why).
     3. ``grammar_bitmask(schedule)``: each scheduled request owns ``1 + len(drafts)`` consecutive
@@ -344,8 +346,10 @@ class StructuredOutputManager:
     @_one_thread
     def add_request(self, request_id: str, constraint: Constraint | None, prompt_token_ids: Sequence[int] = (), *,
                     chat_template_kwargs: Mapping[str, Any] | None = None, include_reasoning: bool = True) -> None:
-        """Register a request: validate its constraint (``ValueError`` naming the problem, nothing
-        stored), start compiling it, and derive its reasoning state from the prompt."""
+        """Register a request: check the arguments (``ValueError`` for a malformed one, nothing
+        stored), start compiling the constraint, and derive the reasoning state from the prompt.
+        O(size of the prompt and the constraint) on this thread: the constraint is validated with
+        its compile, off this thread (an invalid one puts the request in ``ERROR``)."""
         if not isinstance(request_id, str):
             raise ValueError(f"request_id must be a str, got {type(request_id).__name__}")
         if request_id in self._requests:
@@ -369,7 +373,7 @@ class StructuredOutputManager:
         if constraint is None:
             req.status = THINKING if tracker is not None else CONSTRAINED
         else:
-            req.future = self.compiler.submit(constraint)  # ValueError: nothing stored
+            req.future = self.compiler.submit(constraint, timeout_s=self.compile_timeout_s)
             req.deadline = time.monotonic() + self.compile_timeout_s
             if req.future.done():
                 self._resolve(req)
@@ -617,8 +621,11 @@ class StructuredOutputManager:
             req.future = None
             exc = fut.exception()
             if exc is not None:
-                if isinstance(exc, ValueError):  # validated on the pool (a long spec)
+                if isinstance(exc, ValueError):  # an invalid constraint (validated with the compile)
                     req.fail(str(exc))
+                elif isinstance(exc, TimeoutError):  # the compiler stopped it at its deadline
+                    req.fail(f"{constraint.kind} constraint did not compile within "
+                             f"compile_timeout_s={self.compile_timeout_s:g} s")
                 else:
                     req.fail(f"{constraint.kind} constraint failed to compile: {xgrammar_message(exc)}")
                 return

@@ -3,7 +3,6 @@ messages, the "allows everything" rows, and the compile pool."""
 
 from __future__ import annotations
 
-import threading
 import time
 
 import numpy as np
@@ -14,7 +13,7 @@ import xgrammar as xgr
 from bench.vocabs import byte_level_vocabulary
 from thinkgate.reasoning import Vocabulary
 from thinkgate.structured_output import Compiler, Constraint, StructuredOutputManager
-from thinkgate.structured_output.compiler import _CompilePool, control_token_bytes, xgrammar_message
+from thinkgate.structured_output.compiler import control_token_bytes, xgrammar_message
 
 
 @pytest.fixture(scope="module")
@@ -174,33 +173,6 @@ def test_rows_that_allow_everything_cost_nothing():
         comp.close()
 
 
-def test_compile_pool_replaces_an_overdue_worker():
-    pool = _CompilePool(1, "test")
-    gate = threading.Event()
-    try:
-        stuck = pool.submit(lambda: gate.wait(10) and "late")
-        t0 = time.monotonic()
-        while not stuck.running():
-            assert time.monotonic() - t0 < 5
-            time.sleep(0.001)
-        queued = pool.submit(lambda: "next")
-        time.sleep(0.05)
-        assert not queued.done()  # the only worker is stuck
-        assert pool.mark_overdue(stuck) and not pool.mark_overdue(stuck)
-        assert queued.result(5) == "next"  # a replacement took over
-        assert not pool.mark_overdue(queued)  # done: nothing to replace
-        gate.set()
-        assert stuck.result(5) == "late"
-        failing = pool.submit(lambda: 1 / 0)
-        with pytest.raises(ZeroDivisionError):
-            failing.result(5)
-    finally:
-        gate.set()
-        pool.close()
-    with pytest.raises(RuntimeError, match="closed"):
-        pool.submit(lambda: None)
-
-
 def test_compiler_rejects_bad_settings(qwen_vocab):
     with pytest.raises(ValueError, match="num_threads"):
         Compiler(qwen_vocab, num_threads=0)
@@ -239,24 +211,34 @@ def test_length_bounded_json_strings_stay_json(qwen_vocab, qwen_compiler, wrap):
     assert raw_controls and allowed.isdisjoint(raw_controls)
 
 
-def test_long_specs_are_validated_on_the_pool(qwen_vocab):
-    comp = Compiler(qwen_vocab, num_threads=1, sync_validate_max_bytes=64)
+def test_invalid_specs_fail_the_future_not_the_submit(qwen_vocab):
+    comp = Compiler(qwen_vocab, num_threads=1)
     try:
-        long_bad = Constraint.json_schema({"type": "object", "description": "x" * 100,
-                                           "properties": {"a": {"type": "foo"}}})
-        fut = comp.submit(long_bad)  # no ValueError here: the spec is longer than 64 bytes
+        bad = Constraint.json_schema({"type": "object", "properties": {"a": {"type": "foo"}}})
+        fut = comp.submit(bad)  # no ValueError here: validation runs with the compile, in a worker
         with pytest.raises(ValueError, match='invalid JSON schema: Unsupported type "foo"'):
-            fut.result(10)
-        with pytest.raises(ValueError, match="Unsupported type"):
-            comp.submit(Constraint.json_schema({"type": "foo"}))  # short: at once
+            fut.result(30)
+        assert comp.stats.failures == 1 and comp.stats.cache_entries == 0
         mgr = StructuredOutputManager(qwen_vocab, None, compiler=comp)
-        mgr.add_request("r", long_bad)
+        mgr.add_request("r", bad)
         t0 = time.monotonic()
         while not mgr.is_ready("r"):
-            assert time.monotonic() - t0 < 10
+            assert time.monotonic() - t0 < 30
             time.sleep(0.002)
         assert mgr.error("r") == 'invalid JSON schema: Unsupported type "foo"'
         good = Constraint.json_schema({"type": "object", "description": "y" * 100})
-        assert comp.compile(good, timeout=10).constraint == good
+        assert comp.compile(good, timeout=30).constraint == good
+    finally:
+        comp.close()
+
+
+def test_sync_validation_is_opt_in(qwen_vocab):
+    comp = Compiler(qwen_vocab, num_threads=1, sync_validate_max_bytes=64)
+    try:
+        with pytest.raises(ValueError, match="Unsupported type"):
+            comp.submit(Constraint.json_schema({"type": "foo"}))  # short: on the caller's thread
+        long_bad = Constraint.json_schema({"type": "foo", "description": "x" * 100})
+        with pytest.raises(ValueError, match="Unsupported type"):
+            comp.submit(long_bad).result(30)  # longer: with the compile
     finally:
         comp.close()

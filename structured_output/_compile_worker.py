@@ -1,0 +1,170 @@
+"""The compile worker processes of :class:`~.compiler.Compiler` (internal; see ``compiler.py``).
+
+One *zygote* per compiler: a fresh interpreter (started with ``subprocess``, i.e. exec'd, never a fork
+of the multi-threaded engine process) that imports xgrammar, builds the vocabulary's xgrammar
+``TokenizerInfo`` once, and then only forks. Each fork is a *worker*: it compiles one constraint at a
+time on its own socket and can be killed (SIGKILL) at any moment; the kernel then frees everything
+it held. Forking from the zygote costs milliseconds and shares the tokenizer tables copy-on-write, so
+the pool can grow quickly when long compiles occupy its workers.
+
+Wire format: length-prefixed pickles (``send_obj`` / ``recv_obj``) on AF_UNIX stream sockets.
+
+- parent -> zygote: ``("init", vocab_table, settings)`` then ``("fork",)`` as often as needed; the
+  zygote answers ``("ready",)`` / ``("error", message)`` to init and, to each fork, 8 bytes (the
+  worker's pid) with the parent's end of the worker's socket attached (SCM_RIGHTS). EOF on the
+  control socket ends the zygote; its workers die with it (``PR_SET_PDEATHSIG``).
+- parent -> worker: ``constraint``; worker -> parent: ``("invalid", message)`` (the constraint is
+  invalid: a ``ValueError`` for the caller), ``("error", message)`` (xgrammar failed), or
+  ``(form, payload, token_level, compile_s)`` where ``form`` is ``"compiled"`` (``payload`` is
+  ``CompiledGrammar.serialize_json()``) or ``"grammar"`` (``payload`` is ``Grammar.serialize_json()``
+  of a grammar whose compiled form is large but proved quick to compile: the parent compiles it again,
+  which costs less than serializing and parsing megabytes of token masks).
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import signal
+import socket
+import struct
+import sys
+import time
+from typing import Any
+
+_HEADER = struct.Struct("!Q")
+_PID = struct.Struct("!q")
+
+
+def send_obj(sock: socket.socket, obj: Any) -> None:
+    data = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
+    sock.sendall(_HEADER.pack(len(data)))
+    sock.sendall(data)
+
+
+def _recv_exact(sock: socket.socket, n: int) -> bytearray:
+    buf = bytearray(n)
+    view = memoryview(buf)
+    got = 0
+    while got < n:
+        k = sock.recv_into(view[got:], n - got)
+        if k == 0:
+            raise EOFError("peer closed the socket")
+        got += k
+    return buf
+
+
+def recv_obj(sock: socket.socket) -> Any:
+    (n,) = _HEADER.unpack(_recv_exact(sock, _HEADER.size))
+    return pickle.loads(_recv_exact(sock, n))
+
+
+def vocab_table(vocabulary: Any) -> tuple:
+    """What a worker needs to rebuild ``vocabulary`` (the encoder, a closure, is not needed)."""
+    return (vocabulary.name, vocabulary.token_bytes, dict(vocabulary.special_tokens),
+            sorted(vocabulary.stop_token_ids), vocabulary.logits_width)
+
+
+def compile_one(builder: Any, compiler: Any, constraint: Any, settings: dict[str, Any]) -> tuple:
+    """Validate and compile ``constraint``; the reply described in the module docstring."""
+    from .xgrammar_adapter import xgrammar_message
+
+    try:
+        grammar, token_level = builder.build(constraint)
+    except ValueError as e:
+        return ("invalid", str(e))
+    except Exception as e:  # noqa: BLE001 - reported to the parent
+        return ("error", xgrammar_message(e))
+    try:
+        t0 = time.perf_counter()
+        compiled = compiler.compile_grammar(grammar)
+        compile_s = time.perf_counter() - t0
+        if (compiled.memory_size_bytes > settings["ship_compiled_max_bytes"]
+                and compile_s <= settings["recompile_max_s"]):
+            return ("grammar", grammar.serialize_json(), token_level, compile_s)
+        return ("compiled", compiled.serialize_json(), token_level, compile_s)
+    except Exception as e:  # noqa: BLE001
+        return ("error", xgrammar_message(e))
+
+
+def _set_parent_death_signal() -> None:
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG: die with the zygote
+    except Exception:  # noqa: BLE001 - not Linux: the worker still exits on EOF
+        pass
+
+
+def _worker_loop(sock: socket.socket, builder: Any, tokenizer_info: Any, settings: dict[str, Any]) -> None:
+    import xgrammar as xgr
+
+    compiler = xgr.GrammarCompiler(tokenizer_info, max_threads=settings["num_threads"], cache_enabled=False)
+    while True:
+        try:
+            constraint = recv_obj(sock)
+        except (EOFError, OSError):
+            return
+        reply = compile_one(builder, compiler, constraint, settings)
+        try:
+            send_obj(sock, reply)
+        except OSError:
+            return
+
+
+def main(control_fd: int) -> None:
+    """The zygote: see the module docstring."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # workers are reaped by the kernel
+    ctl = socket.socket(fileno=control_fd)
+    try:
+        msg = recv_obj(ctl)
+    except (EOFError, OSError):
+        return
+    try:
+        from thinkgate.reasoning.vocabulary import Vocabulary
+
+        from .xgrammar_adapter import GrammarBuilder, build_tokenizer_info
+
+        _, table, settings = msg
+        name, token_bytes, specials, stops, width = table
+        vocab = Vocabulary(name, token_bytes, specials, stops, logits_width=width)
+        vocab.token_id("")  # build the lookup table once, shared by every fork
+        tokenizer_info = build_tokenizer_info(vocab)
+        builder = GrammarBuilder(vocab)
+    except Exception as e:  # noqa: BLE001
+        send_obj(ctl, ("error", f"{type(e).__name__}: {e}"))
+        return
+    send_obj(ctl, ("ready",))
+    zygote_pid = os.getpid()
+    while True:
+        try:
+            msg = recv_obj(ctl)
+        except (EOFError, OSError):
+            return
+        if msg[0] != "fork":
+            continue
+        parent_end, child_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        pid = os.fork()
+        if pid == 0:  # the worker
+            try:
+                ctl.close()
+                parent_end.close()
+                signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+                _set_parent_death_signal()
+                if os.getppid() == zygote_pid:
+                    _worker_loop(child_end, builder, tokenizer_info, settings)
+            finally:
+                os._exit(0)
+        child_end.close()
+        try:
+            socket.send_fds(ctl, [_PID.pack(pid)], [parent_end.fileno()])
+        except OSError:
+            return
+        finally:
+            parent_end.close()
+
+
+if __name__ == "__main__":
+    main(int(sys.argv[1]))

@@ -1,0 +1,161 @@
+"""Hostile constraints: the caller's thread never pays for content, a compile past its deadline is
+killed, hostile compiles never hold back another's, deep nesting is a clear error, and the process
+exits cleanly with compiles in flight."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+import xgrammar as xgr
+
+from thinkgate.structured_output import Compiler, Constraint, StructuredOutputManager
+from thinkgate.structured_output.constraints import MAX_NESTING_DEPTH
+
+
+def hostile(i: int = 0) -> Constraint:
+    """A ~60-byte schema whose conversion takes minutes (distinct per ``i``)."""
+    return Constraint.json_schema({"type": "object", "patternProperties": {f"^.{{1,{100_000 + i}}}$": {}}})
+
+
+def trivial(i: int = 0) -> Constraint:
+    return Constraint.json_schema({"type": "object", "properties": {f"k{i}": {"type": "integer"}}})
+
+
+def nested(depth: int) -> dict:
+    schema: dict = {"type": "string"}
+    for _ in range(depth - 1):
+        schema = {"type": "object", "properties": {"a": schema}}
+    return schema
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def wait_until(cond, timeout: float, what: str) -> None:
+    t0 = time.monotonic()
+    while not cond():
+        assert time.monotonic() - t0 < timeout, what
+        time.sleep(0.005)
+
+
+@pytest.fixture(scope="module")
+def comp(qwen_vocab):
+    c = Compiler(qwen_vocab, num_threads=2, max_workers=16)
+    assert c.wait_ready(120)
+    yield c
+    c.close()
+
+
+def test_add_request_never_runs_xgrammar_on_the_callers_thread(qwen_vocab, comp, monkeypatch):
+    calls: list[str] = []
+
+    def spy(name):
+        def f(*a, **kw):
+            calls.append(name)
+            raise AssertionError(f"xgrammar {name} ran on the caller's thread")
+        return f
+
+    for name in ("from_json_schema", "from_regex", "from_ebnf", "from_structural_tag"):
+        monkeypatch.setattr(xgr.Grammar, name, staticmethod(spy(name)))
+    monkeypatch.setattr(xgr.GrammarCompiler, "compile_grammar", spy("compile_grammar"))
+    mgr = StructuredOutputManager(qwen_vocab, None, compiler=comp, compile_timeout_s=2.0)
+    times = {"trivial": [], "hostile": []}
+    for i in range(8):
+        for kind, make in (("trivial", trivial), ("hostile", hostile)):
+            c = make(1000 + i)
+            t0 = time.perf_counter()
+            mgr.add_request(f"{kind}{i}", c)
+            times[kind].append(time.perf_counter() - t0)
+    assert calls == []
+    # generous: the hostile spec is small, so its add costs what a trivial one does
+    assert min(times["hostile"]) < 20 * min(times["trivial"]) + 0.005
+    mgr.close()  # the compiler is shared: its hostile compiles stop at their deadlines
+
+
+def test_a_timed_out_compile_is_killed_and_its_memory_freed(comp):
+    fut = comp.submit(hostile(1), timeout_s=1.5)
+    wait_until(lambda: comp.running_pid(fut) is not None, 30, "the compile did not start")
+    pid = comp.running_pid(fut)
+    assert alive(pid)
+    with pytest.raises(TimeoutError):
+        fut.result(30)
+    wait_until(lambda: not alive(pid), 10, "the timed-out worker is still alive")
+    assert not os.path.exists(f"/proc/{pid}")  # reaped: nothing of it is left
+    assert pid not in comp.worker_pids()
+    assert comp.stats.timeouts >= 1
+    assert comp.compile(trivial(1), timeout=60).constraint == trivial(1)  # a fresh worker takes over
+
+
+def test_a_trivial_schema_is_ready_while_12_hostile_ones_compile(qwen_vocab, comp):
+    futs = [comp.submit(hostile(100 + i), timeout_s=300) for i in range(12)]
+    try:
+        wait_until(lambda: all(comp.running_pid(f) is not None for f in futs), 120,
+                   "the 12 hostile compiles did not all start")
+        pids = [comp.running_pid(f) for f in futs]
+        mgr = StructuredOutputManager(qwen_vocab, None, compiler=comp)
+        mgr.add_request("t", trivial(2))
+        wait_until(lambda: mgr.is_ready("t"), 60, "the trivial schema waited for the hostile ones")
+        assert mgr.error("t") is None
+        assert not any(f.done() for f in futs)  # they are all still compiling
+    finally:
+        for f in futs:
+            comp.mark_overdue(f)  # not overdue yet (deadline 300 s): nothing happens
+        assert not any(f.done() for f in futs)
+    comp.close()
+    for f in futs:
+        with pytest.raises(RuntimeError, match="closed"):
+            f.result(10)
+    wait_until(lambda: not any(alive(p) for p in pids), 10, "close() left workers alive")
+
+
+def test_deep_nesting_is_a_value_error_not_a_recursion_error():
+    deep = nested(1000)
+    deep_text = '{"type":"object","properties":{"a":' * 999 + '{"type":"string"}' + "}}" * 999
+    for make in (lambda: Constraint.json_schema(deep), lambda: Constraint.json_schema(deep_text),
+                 lambda: Constraint.structural_tag({"type": "structural_tag",
+                                                    "format": {"type": "json_schema", "json_schema": deep}}),
+                 lambda: Constraint.json_schema("[" * 100_000 + "]" * 100_000)):
+        with pytest.raises(ValueError, match=f"nested deeper than {MAX_NESTING_DEPTH} levels"):
+            make()
+    loop: dict = {"type": "object"}
+    loop["properties"] = {"self": loop}
+    with pytest.raises(ValueError, match="nested deeper"):
+        Constraint.json_schema(loop)
+    Constraint.json_schema(nested(MAX_NESTING_DEPTH // 2))  # at the limit (two containers per level)
+
+
+EXIT_SCRIPT = textwrap.dedent("""
+    import sys
+    from thinkgate.structured_output import Compiler, Constraint, StructuredOutputManager
+    schema = {"type": "string"}
+    for _ in range(60):
+        schema = {"type": "object", "properties": {"a": schema}, "required": ["a"]}
+    mgr = StructuredOutputManager("qwen3_6", "qwen3")
+    mgr.compiler.wait_ready(120)
+    mgr.add_request("deep", Constraint.json_schema(schema))
+    mgr.add_request("slow", Constraint.json_schema({"type": "object", "patternProperties": {"^.{1,100000}$": {}}}))
+    print(" ".join(map(str, mgr.compiler.worker_pids())), flush=True)
+    if sys.argv[1] == "close":
+        mgr.close()
+    # else: leave it to the interpreter's exit
+""")
+
+
+@pytest.mark.parametrize("how", ["close", "exit"])
+def test_exit_with_a_compile_in_flight_exits_cleanly(how):
+    r = subprocess.run([sys.executable, "-c", EXIT_SCRIPT, how], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "terminate called" not in r.stderr
+    pids = [int(p) for p in r.stdout.split()]
+    assert pids
+    wait_until(lambda: not any(alive(p) for p in pids), 10, "workers outlived their process")
