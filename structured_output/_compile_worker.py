@@ -37,7 +37,10 @@ _PID = struct.Struct("!q")
 
 
 def send_obj(sock: socket.socket, obj: Any) -> None:
-    data = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
+    send_bytes(sock, pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL))
+
+
+def send_bytes(sock: socket.socket, data: bytes) -> None:
     sock.sendall(_HEADER.pack(len(data)))
     sock.sendall(data)
 

@@ -56,6 +56,7 @@ from __future__ import annotations
 
 import json
 import os
+import pickle
 import select
 import signal
 import socket
@@ -438,7 +439,15 @@ class _WorkerPool:
                     elif proc is None:
                         self._settle(job, exc=RuntimeError(str(err)))
                     else:
-                        proc = self._run(proc, job)
+                        try:
+                            proc = self._run(proc, job)
+                        except BaseException as e:  # noqa: BLE001 - a bug here fails this job, not the pool
+                            self._settle(job, exc=RuntimeError(
+                                f"the compile driver failed ({type(e).__name__}: {e})"), kill=True)
+                            with self._cond:
+                                self._procs.discard(proc)
+                            proc.kill()
+                            proc = None
                 finally:
                     with self._cond:
                         self._available += 1
@@ -454,7 +463,13 @@ class _WorkerPool:
     def _run(self, proc: _Proc, job: _Job) -> _Proc | None:
         """Run ``job`` on ``proc``; the process to keep for the next job (None: it is gone)."""
         try:
-            _wire.send_obj(proc.sock, job.constraint)
+            data = pickle.dumps(job.constraint, protocol=pickle.HIGHEST_PROTOCOL)
+        except Exception as e:  # noqa: BLE001 - e.g. an option value that does not pickle
+            self._settle(job, exc=ValueError(f"the constraint cannot be sent to a compile worker "
+                                             f"({type(e).__name__}: {e})"))
+            return proc
+        try:
+            _wire.send_bytes(proc.sock, data)
             while True:
                 now = time.monotonic()
                 if job.state == "settled":  # killed by stop_if_overdue or close

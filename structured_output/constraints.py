@@ -112,6 +112,11 @@ class Constraint:
         return schema_check(self.spec, strict=bool(self.option("strict", True)),
                             unsupported=self.option("unsupported", "check"))
 
+    def __getstate__(self) -> dict[str, Any]:
+        """Pickle the fields only (the compiler sends constraints to its worker processes): the cached
+        ``key`` and ``schema_check`` are recomputed on the other side when asked for."""
+        return {"kind": self.kind, "spec": self.spec, "options": self.options}
+
     def option(self, name: str, default: Any = None) -> Any:
         for k, v in self.options:
             if k == name:

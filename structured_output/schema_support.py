@@ -336,13 +336,18 @@ def _classify(node: Mapping[str, Any], path: str, strict: bool, found: list[tupl
 class OutputCheck:
     """The finished output's check against the full schema (for a schema with group-2 keywords)."""
 
-    __slots__ = ("keywords", "_validator")
+    __slots__ = ("keywords", "_schema", "_validator")
 
     def __init__(self, schema: Any, keywords: Sequence[tuple[str, str]]) -> None:
         self.keywords = tuple(keywords)
+        self._schema = schema
         formats = sorted({str(node_format) for node_format in _formats(schema, keywords)})
         checker = jsonschema.FormatChecker(formats) if formats else None
         self._validator = _VALIDATOR(schema, format_checker=checker)
+
+    def __reduce__(self) -> tuple:
+        # the validator's class is made by jsonschema at run time and does not pickle: rebuild it
+        return (OutputCheck, (self._schema, self.keywords))
 
     def problem(self, text: str) -> str | None:
         """None when ``text`` is JSON valid for the schema, else a message naming the violated keyword,

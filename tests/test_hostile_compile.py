@@ -159,3 +159,38 @@ def test_exit_with_a_compile_in_flight_exits_cleanly(how):
     pids = [int(p) for p in r.stdout.split()]
     assert pids
     wait_until(lambda: not any(alive(p) for p in pids), 10, "workers outlived their process")
+
+
+@pytest.fixture(scope="module")
+def own(qwen_vocab):
+    """A compiler of these tests' own (``comp`` is closed by a test above)."""
+    c = Compiler(qwen_vocab, num_threads=1, max_workers=2)
+    yield c
+    c.close()
+
+
+def test_a_constraint_that_does_not_pickle_fails_alone(own):
+    """What the driver cannot send to a worker is that request's ValueError; the pool keeps serving."""
+
+    class Local(str):  # JSON-serialisable (the cache key is built), but a local class does not pickle
+        pass
+
+    bad = Constraint("regex", "[a-z]+", options=(("label", Local("x")),))
+    fut = own.submit(bad, timeout_s=30)
+    with pytest.raises(ValueError, match="cannot be sent to a compile worker"):
+        fut.result(60)
+    assert own.compile(trivial(7), timeout=60).grammar is not None
+
+
+def test_a_schema_with_an_output_check_compiles_in_a_worker(own):
+    """A constraint whose cached output check holds a jsonschema validator (a class made at run time)
+    still travels to the worker: only its fields are pickled."""
+    import pickle
+
+    c = Constraint.json_schema({"type": "array", "uniqueItems": True})
+    check = c.schema_check  # cached on the instance before the submit
+    assert check is not None
+    copy = pickle.loads(pickle.dumps(c))
+    assert copy == c and "schema_check" not in vars(copy)
+    assert pickle.loads(pickle.dumps(check)).problem("[1, 1]") is not None
+    assert own.compile(c, timeout=60).constraint is c
