@@ -80,7 +80,7 @@ def hostile(draw):
         n = draw(st.integers(0, 99))
         schema = {"type": "array", "items": {"type": "integer"}, "uniqueItems": True}
         return kind, Constraint.json_schema(schema), f"[{n}, {n}]", ["'uniqueItems'"]
-    return kind, Constraint.json_schema(SCHEMA), '{"a": 1', ["rejected", "token"]  # then a banned token
+    return kind, Constraint.json_schema(SCHEMA), '{"a": 1', ["is not allowed by the json_schema constraint"]
 
 
 MALFORMED = [3.0, True, "7", np.float32(2), -1, 10**9, None]
@@ -176,7 +176,7 @@ def test_hostile_requests_in_a_crowd_hurt_only_themselves(qwen_vocab, comp, data
                 res = mgr.accept_tokens(rid, [banned])
                 assert res.status == "error" and str(banned) in res.message
                 continue
-            n = data.draw(st.integers(1, 3), label="commit")
+            n = data.draw(st.integers(1, 4), label="commit")
             tokens = r["script"][r["pos"]:r["pos"] + n]
             res = mgr.accept_tokens(rid, tokens)
             r["pos"] += len(tokens)
