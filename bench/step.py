@@ -119,7 +119,7 @@ def main(args: argparse.Namespace) -> int:
                     mgr.add_request(rid, constraint, prompt_thinking)
                     streams[rid] = (think_ids, rng.randint(0, len(think_ids) - 2 * need - 1))
             for rid in streams:
-                while not mgr.is_ready(rid):
+                while not mgr.is_compiled(rid):
                     time.sleep(0.001)
             for i in range(n_json):
                 rid = f"r{i}"

@@ -24,9 +24,10 @@ Trackers
 Every built-in family writes its tracker the same way: its per-request state is a small immutable
 value (an int, or a named tuple of bytes and ints; :data:`ENDED` once the reasoning has ended, the same
 value for every family), and the parser has one pure step ``step(state, ids) -> (state, end)`` and
-``keep_thinking_ids(state)`` (:class:`Stepper`). :class:`StateTracker` holds the state and is the only
-implementation of ``scan`` (step, keep nothing), ``advance`` (step, keep the state) and
-``keep_thinking_token_ids(after)`` (step over ``after``, then ask). An immutable state is what lets a
+``keep_thinking_ids(state)`` and ``ending_ids(state)`` (:class:`Stepper`). :class:`StateTracker` holds
+the state and is the only implementation of ``scan`` (step, keep nothing), ``advance`` (step, keep the
+state), ``keep_thinking_token_ids(after)`` and ``ending_token_ids(after)`` (step over ``after``, then
+ask). An immutable state is what lets a
 scan cost only its step: there is nothing to copy to keep the committed state safe.
 
 Per-request ``chat_template_kwargs`` (``enable_thinking``, ``thinking``, ``include_reasoning`` ...) may be
@@ -44,7 +45,7 @@ from typing import Any, ClassVar, Generic, Literal, Protocol, TypeVar
 from .vocabulary import Vocabulary
 
 __all__ = ["ReasoningEnd", "ReasoningSplit", "ReasoningParser", "ReasoningTracker", "ReasoningStream",
-           "DeltaMessage", "StateTracker", "Stepper", "ENDED", "truthy", "reasoning_excluded", "thinking_switch"]
+           "DeltaMessage", "StateTracker", "Stepper", "ENDED", "ending_ids_among", "truthy", "reasoning_excluded", "thinking_switch"]
 
 _FALSE_STRINGS = frozenset({"false", "0", "no", "off", "none", "disabled"})
 
@@ -147,6 +148,24 @@ class ReasoningTracker(ABC):
         thinking has ended, or ``after`` decided it). Pure: changes no state. The manager masks an
         undecided position with these ids plus the grammar's first tokens."""
 
+    def ending_token_ids(self, after: Sequence[int] = ()) -> frozenset[int] | None:
+        """The next token ids that would end the thinking, after the committed tokens and ``after``.
+
+        The exact set (empty when no next token can end it, e.g. once it has ended). None when the
+        thinking can end on text that ordinary tokens spell (a text marker), or when the next token
+        decides whether the model thinks at all (``keep_thinking_token_ids`` is not None): then no set
+        of ids holds the thinking open. The manager bans these ids while a thinking request's
+        constraint is still compiling, so the thinking cannot end before its grammar exists. Pure.
+        This default says the tracker cannot tell; every built-in family answers."""
+        return None
+
+
+def ending_ids_among(stepper: Stepper[S], state: S, candidates: frozenset[int]) -> frozenset[int]:
+    """The ids of ``candidates`` (a superset of the ids that can end the thinking from ``state``) whose
+    step from ``state`` ends it: a family's exact :meth:`Stepper.ending_ids` when such a superset is
+    small."""
+    return frozenset(t for t in candidates if stepper.step(state, (t,))[1] is not None)
+
 
 ENDED: Literal[2] = 2
 """The state of a request whose reasoning has ended, the same value for every family: once ended, a
@@ -170,13 +189,18 @@ class Stepper(Protocol[S]):
         """``ReasoningTracker.keep_thinking_token_ids`` for a request in ``state``."""
         ...
 
+    def ending_ids(self, state: S) -> frozenset[int] | None:
+        """``ReasoningTracker.ending_token_ids`` for a request in ``state``."""
+        ...
+
 
 class StateTracker(ReasoningTracker, Generic[S]):
     """The tracker of every built-in family: an immutable state plus its family's pure ``step``.
 
     ``scan`` steps without keeping the new state, ``advance`` keeps it, and
     ``keep_thinking_token_ids(after)`` steps over ``after`` and asks the family about the state it
-    reaches. A family writes only ``step`` and ``keep_thinking_ids`` (see :class:`Stepper`); the
+    reaches (``ending_token_ids(after)`` likewise). A family writes only ``step``, ``keep_thinking_ids``
+    and ``ending_ids`` (see :class:`Stepper`); the
     per-call cost is the cost of its step, and no state is copied for a scan because none is mutated.
     """
 
@@ -202,6 +226,12 @@ class StateTracker(ReasoningTracker, Generic[S]):
         if len(after):
             state = self._parser.step(state, after)[0]
         return self._parser.keep_thinking_ids(state)
+
+    def ending_token_ids(self, after: Sequence[int] = ()) -> frozenset[int] | None:
+        state = self._state
+        if len(after):
+            state = self._parser.step(state, after)[0]
+        return self._parser.ending_ids(state)
 
 
 class ReasoningStream(ABC):

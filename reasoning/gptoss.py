@@ -77,7 +77,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, NamedTuple
 
 from .base import (ENDED, DeltaMessage, ReasoningEnd, ReasoningParser, ReasoningSplit, ReasoningStream,
-                   StateTracker, reasoning_excluded)
+                   StateTracker, ending_ids_among, reasoning_excluded)
 from .registry import register_reasoning_parser
 
 __all__ = ["GptOssReasoningParser", "GptOssTracker", "GptOssStream", "HarmonyEnd",
@@ -278,6 +278,11 @@ class GptOssReasoningParser(ReasoningParser):
 
     def keep_thinking_ids(self, state: HarmonyState) -> frozenset[int] | None:
         return None  # harmony's channel header, not one token, decides (its constraint covers the header)
+
+    def ending_ids(self, state: HarmonyState) -> frozenset[int] | None:
+        if state == ENDED:
+            return frozenset()
+        return ending_ids_among(self, state, self.reasoning_end_token_ids)  # <|message|> after a final header
 
     # -- the token machine -----------------------------------------------------------------------
     def _walk(self, st: _State, token_ids: Sequence[int], base: int = 0,

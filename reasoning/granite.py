@@ -343,6 +343,10 @@ class GraniteReasoningParser(ReasoningParser):
         mode, part = _unpack(state)
         return self.pending_keep_token_ids(part) if mode == PENDING else None
 
+    def ending_ids(self, state: State) -> frozenset[int] | None:
+        # the end markers are texts: ordinary tokens can complete them, so no id set holds them off
+        return frozenset() if state == ENDED else None
+
     def pending_keep_token_ids(self, part: bytes = b"") -> frozenset[int]:
         """While ``PENDING`` with ``part`` matched: the ordinary tokens that, as the next token, do not
         end the thinking implicitly (leading whitespace, a continuation of a marker, or a token that

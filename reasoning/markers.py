@@ -47,7 +47,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar, Literal
 
 from .base import (ENDED, DeltaMessage, ReasoningEnd, ReasoningParser, ReasoningSplit, ReasoningStream,
-                   StateTracker, reasoning_excluded, thinking_switch)
+                   StateTracker, ending_ids_among, reasoning_excluded, thinking_switch)
 
 __all__ = ["TokenMarkerParser", "TokenMarkerTracker", "TokenMarkerStream",
            "PENDING", "THINKING", "ENDED", "LABEL", "DefaultMode"]
@@ -198,6 +198,13 @@ class TokenMarkerParser(ReasoningParser):
     def keep_thinking_ids(self, state: State) -> frozenset[int] | None:
         # only PENDING is undecided: its first token always leaves it
         return self._pending_keep_ids if state == PENDING else None
+
+    def ending_ids(self, state: State) -> frozenset[int] | None:
+        if state == PENDING:
+            return None  # any token but the keepers starts the content
+        if state == ENDED:
+            return frozenset()
+        return ending_ids_among(self, state, self._stop_ids)  # only end / implicit-end markers end it
 
     def _walk(self, state: State, token_ids: Sequence[int]) -> tuple[State, ReasoningEnd | None, set[int]]:
         """Run ``token_ids`` from ``state``: (new state, where it ended, indices of dropped markers)."""

@@ -169,6 +169,10 @@ class TextMarkerParser(ReasoningParser):
     def keep_thinking_ids(self, state: TextState) -> frozenset[int] | None:
         return None  # a request starts thinking or ended: its first token never decides
 
+    def ending_ids(self, state: TextState) -> frozenset[int] | None:
+        # the end markers are texts: ordinary tokens can complete them, so no id set holds them off
+        return frozenset() if state == ENDED else None
+
     # -- front end -------------------------------------------------------------------------------
     def extract_reasoning(self, text: str, prompt_token_ids: Sequence[int] = (),
                           chat_template_kwargs: Mapping[str, Any] | None = None) -> tuple[str | None, str | None]:

@@ -7,6 +7,10 @@ model that may skip its thinking has not decided yet (its tracker's ``keep_think
 not None), the row is the *pending row*: the grammar's first-token mask plus the tokens that keep the
 thinking possible. Both rows are computed once per compiled grammar (and parser, or keeper set) and
 kept in :attr:`CompiledConstraint.derived`, shared by every request on that grammar.
+
+A request that thinks while its constraint still compiles gets the *hold row*: every real token
+except those that would end its thinking now (the tracker's ``ending_token_ids``), so the thinking
+cannot end before the grammar exists; one row per set of ids, kept here.
 """
 
 from __future__ import annotations
@@ -40,12 +44,13 @@ class ReasoningGate:
     under the GIL, and two threads computing the same row would store equal rows).
     """
 
-    __slots__ = ("_all_row", "_implicit_ids")
+    __slots__ = ("_all_row", "_implicit_ids", "_hold_rows")
 
     def __init__(self, vocabulary: Vocabulary, implicit_end_token_ids: Iterable[int]) -> None:
         num_words = (vocabulary.logits_width + 31) // 32
         self._all_row = row_with(num_words, range(vocabulary.vocab_size))  # every real token
         self._implicit_ids = tuple(sorted(implicit_end_token_ids))
+        self._hold_rows: dict[frozenset[int], np.ndarray | None] = {}
 
     def prepare(self, req: RequestState, compiled: CompiledConstraint) -> None:
         """Set the thinking rows of a request whose compile just finished and whose thinking has not
@@ -122,3 +127,32 @@ class ReasoningGate:
                 row_logits.append(base + j)
                 row_rids.append(rid)
         return end
+
+    def hold_row(self, ending: frozenset[int] | None) -> np.ndarray | None:
+        """Every real token but ``ending`` (None: no row, for no ids or ids that cannot be held)."""
+        if not ending:
+            return None
+        row = self._hold_rows.get(ending, False)
+        if row is False:
+            row = row_without(self._all_row, sorted(ending))
+            if len(self._hold_rows) < _MAX_DERIVED_ROWS:
+                self._hold_rows[ending] = row
+        return row
+
+    def holding_rows(self, req: RequestState, drafts: Sequence[int], base: int, sb: BitmaskBuffer,
+                     row_logits: list[int], row_rids: list[str]) -> None:
+        """The rows of a thinking request whose constraint still compiles: at each position, the hold
+        row after the drafts before it. A draft that would end the thinking is banned by its own row
+        (so the engine rejects it and every draft after it): no row follows it. Changes no state."""
+        tracker = req.tracker
+        assert tracker is not None, "a thinking request has a tracker"
+        nd = len(drafts)
+        end = tracker.scan(drafts) if nd else None
+        last = nd if end is None else end.offset
+        rid = req.rid
+        for j in range(last + 1):
+            row = self.hold_row(tracker.ending_token_ids(drafts[:j]) if j else tracker.ending_token_ids())
+            if row is not None:
+                sb.place(len(row_logits), row)
+                row_logits.append(base + j)
+                row_rids.append(rid)

@@ -142,7 +142,13 @@ class StructuredOutputManager:
        ``constraint=None`` registers an unconstrained request: it only occupies its logits rows in
        the schedule.
     2. Schedule only requests with ``is_ready(id)``; a request in ``ERROR`` should be aborted (its
-       ``error(id)`` says why).
+       ``error(id)`` says why). A request that starts thinking is ready at once: it thinks while its
+       constraint compiles, and its rows ban the tokens that would end its thinking
+       (``tracker.ending_token_ids()``) until the grammar exists. A family whose thinking ends on
+       text (granite, text markers) or whose first token decides whether it thinks waits for its
+       compile instead. If the thinking ends anyway (an engine that did not mask), the content
+       tokens are kept, the request leaves the schedule (``COMPILING``) until the compile is done,
+       and they are fed to the grammar then. ``is_compiled(id)`` says whether the compile settled.
     3. ``grammar_bitmask(schedule)``: each scheduled request owns ``1 + len(drafts)`` consecutive
        logits rows, in schedule order. Rows are returned only where something is constrained:
        a request past its thinking gets one row per position (row ``i``: after draft ``i``; the grammar
@@ -375,6 +381,9 @@ class StructuredOutputManager:
         else:
             req.future = self.compiler.submit(constraint, timeout_s=self.compile_timeout_s)
             req.deadline = time.monotonic() + self.compile_timeout_s
+            if tracker is not None and tracker.keep_thinking_token_ids() is None \
+                    and tracker.ending_token_ids() is not None:
+                req.status = THINKING  # it thinks while its constraint compiles (rows hold the end off)
             if req.future.done():
                 self._resolve(req)
         self._requests[request_id] = req
@@ -393,14 +402,24 @@ class StructuredOutputManager:
         gets no rows; abort it). Reading the clock and the compile future is all it does: a finished
         compile or a passed deadline is what changes the answer."""
         req = self._get(request_id)
-        if req.status is COMPILING:
+        if req.future is not None:
             self._resolve(req)
         return req.status is not COMPILING
 
     @_one_thread
+    def is_compiled(self, request_id: str) -> bool:
+        """True once the request's compile has settled, well or not (at once for an unconstrained
+        request). A request that thinks is schedulable before that (``is_ready``): it thinks while
+        its constraint compiles."""
+        req = self._get(request_id)
+        if req.future is not None:
+            self._resolve(req)
+        return req.future is None
+
+    @_one_thread
     def status(self, request_id: str) -> RequestStatus:
         req = self._get(request_id)
-        if req.status is COMPILING:
+        if req.future is not None:
             self._resolve(req)
         return req.status
 
@@ -408,7 +427,7 @@ class StructuredOutputManager:
     def error(self, request_id: str) -> str | None:
         """The error message of a request in ``ERROR``, else None."""
         req = self._get(request_id)
-        if req.status is COMPILING:
+        if req.future is not None:
             self._resolve(req)
         return req.message
 
@@ -485,6 +504,11 @@ class StructuredOutputManager:
                         fill_rows += nd + 1
             elif st is THINKING:
                 m = req.matcher
+                if m is None and req.future is not None:  # thinking while its constraint compiles
+                    self._resolve(req)
+                    m = req.matcher
+                    if m is None and req.future is not None:  # still compiling: hold the end off
+                        gate.holding_rows(req, drafts, base, sb, row_logits, row_rids)
                 if m is not None:
                     end = gate.thinking_rows(req, drafts, base, sb, row_logits, row_rids)
                     if end is not None:
@@ -584,10 +608,19 @@ class StructuredOutputManager:
             req.pending = False
             req.status = CONSTRAINED
             m = req.matcher
+            start = end.content_start
+            if m is None and req.future is not None:
+                # the thinking ended before the grammar exists (the engine did not mask, or the family
+                # cannot hold its end off): the content waits for the compile, the request leaves
+                # the schedule until then
+                req.n_out += start
+                req.status = COMPILING
+                req.held = token_ids[start:]
+                self._resolve(req)
+                return self._held_result(req)
             if m is None:
                 req.n_out += len(token_ids)
                 return _OK
-            start = end.content_start
             req.n_out += start
             return self._feed(req, m, token_ids[start:])
         if st is ERROR:
@@ -637,16 +670,27 @@ class StructuredOutputManager:
             req.compiled = compiled
             req.matcher = new_matcher(compiled)  # records its tokens when the schema needs an output check
             req.may_allow_all = compiled.may_allow_all
-            if req.tracker is not None:
+            if req.tracker is not None and not req.tracker.ended:
                 req.status = THINKING
                 self._gate.prepare(req, compiled)
             else:
                 req.status = CONSTRAINED
+                held, req.held = req.held, None
+                if held:
+                    self._feed(req, req.matcher, held)
         elif time.monotonic() > req.deadline:
             req.future = None
             self.compiler.mark_overdue(fut)
             req.fail(f"{constraint.kind} constraint did not compile within "
                      f"compile_timeout_s={self.compile_timeout_s:g} s")
+
+    def _held_result(self, req: RequestState) -> AcceptResult:
+        """What ``accept_tokens`` answers for a request whose content waited for its compile."""
+        if req.status is ERROR:
+            return AcceptResult("error", req.message)
+        if req.status is TERMINATED:
+            return _TERMINATED
+        return _OK
 
     def _dead_ends(self, rids: list[str]) -> None:
         """Requests whose grammar allowed no token at all at a row of this step (that row was left out)."""

@@ -20,9 +20,10 @@ class RequestStatus(str, enum.Enum):
     """Where a request stands. ``ERROR`` is final; ``TERMINATED`` only moves to ``ERROR``."""
 
     COMPILING = "compiling"
-    """Its constraint is compiling: not schedulable yet (``is_ready`` is False)."""
+    """Its constraint is compiling and it cannot think meanwhile: not schedulable (``is_ready`` is
+    False)."""
     THINKING = "thinking"
-    """Its thinking has not ended: the grammar does not apply yet."""
+    """Its thinking has not ended: the grammar does not apply yet (it may still be compiling)."""
     CONSTRAINED = "constrained"
     """The thinking has ended (or never started): the constraint, if any, applies."""
     TERMINATED = "terminated"
@@ -41,14 +42,16 @@ class RequestState:
     """One request's state, from ``add_request`` to ``remove_request`` (small; nothing vocabulary-sized
     of its own: its rows are shared per compiled grammar).
 
-    Invariants the manager keeps: ``future`` is set only while ``COMPILING``; ``compiled`` and
+    Invariants the manager keeps: ``future`` is set only while the compile runs (``COMPILING``, or
+    ``THINKING`` for a request that thinks while its constraint compiles); ``held`` only while
+    ``COMPILING`` (content tokens committed before the grammar existed, fed to it when it does); ``compiled`` and
     ``matcher`` are set together once the compile succeeded (both None for an unconstrained request
     and after :meth:`fail`); a ``THINKING`` request has a ``tracker``; ``pending`` implies a compiled
     grammar (see :mod:`.gating` for the rows).
     """
 
     __slots__ = ("rid", "constraint", "status", "message", "future", "deadline", "compiled", "matcher",
-                 "tracker", "think_row", "pending_row", "pending", "n_out", "n_content", "may_allow_all")
+                 "tracker", "think_row", "pending_row", "pending", "n_out", "n_content", "may_allow_all", "held")
 
     def __init__(self, rid: str, constraint: Constraint | None, tracker: ReasoningTracker | None) -> None:
         self.rid = rid
@@ -66,6 +69,7 @@ class RequestState:
         self.n_out = 0                              # tokens accepted (output position of the next)
         self.n_content = 0                          # tokens fed to the grammar
         self.may_allow_all = False                  # a row may allow everything: fill one by one
+        self.held: list[int] | None = None          # content committed before the grammar existed
 
     def fail(self, message: str) -> None:
         """Move to ``ERROR`` (final) with ``message``; drop the matcher, grammar and tracker."""

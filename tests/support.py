@@ -263,9 +263,9 @@ def add_ready_request(fam: Family, constraint) -> tuple[StructuredOutputManager,
     mgr.add_request(rid, constraint, vocab(fam.vocab).encode(fam.prompt), chat_template_kwargs=fam.kwargs or None,
                     include_reasoning=fam.include_reasoning)
     deadline = time.monotonic() + 60
-    while not mgr.is_ready(rid) and time.monotonic() < deadline:
+    while not mgr.is_compiled(rid) and time.monotonic() < deadline:
         time.sleep(0.002)
-    assert mgr.is_ready(rid) and mgr.error(rid) is None, mgr.error(rid)
+    assert mgr.is_compiled(rid) and mgr.error(rid) is None, mgr.error(rid)
     return mgr, rid
 
 

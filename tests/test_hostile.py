@@ -128,7 +128,7 @@ def test_hostile_requests_in_a_crowd_hurt_only_themselves(qwen_vocab, comp, data
     for rid in order:
         mgr.add_request(rid, reqs[rid]["c"], include_reasoning=False)
     t0 = time.monotonic()
-    while not all(mgr.is_ready(r) for r in reqs):
+    while not all(mgr.is_compiled(r) for r in reqs):
         assert time.monotonic() - t0 < 60, "compiles did not settle"
         time.sleep(0.002)
     refs = {}

@@ -35,7 +35,7 @@ CONSTRAINTS = {
 
 def wait_ready(mgr, *rids, timeout=60.0):
     t0 = time.monotonic()
-    while not all(mgr.is_ready(r) for r in rids):
+    while not all(mgr.is_compiled(r) for r in rids):
         assert time.monotonic() - t0 < timeout, "compile did not finish"
         time.sleep(0.002)
 

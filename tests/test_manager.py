@@ -82,7 +82,7 @@ def make(qwen_vocab, qwen_compiler, qwen_parser, **kw):
 
 def wait_ready(mgr, *rids, timeout=30.0):
     t0 = time.monotonic()
-    while not all(mgr.is_ready(r) for r in rids):
+    while not all(mgr.is_compiled(r) for r in rids):
         assert time.monotonic() - t0 < timeout, "compile did not finish"
         time.sleep(0.002)
 

@@ -22,7 +22,7 @@ def qwen_manager(qwen_vocab):
                         chat_template_kwargs={"enable_thinking": False})
     for i in range(16):
         mgr.compiler.compile(Constraint.json_schema(SCHEMA))
-        while not mgr.is_ready(f"r{i}"):
+        while not mgr.is_compiled(f"r{i}"):
             pass
     yield mgr
     mgr.close()
@@ -47,7 +47,7 @@ def test_accept_and_rollback_one_token(benchmark, qwen_vocab):
         n[0] += 1
         rid = f"a{n[0]}"
         mgr.add_request(rid, Constraint.json_schema(SCHEMA))
-        while not mgr.is_ready(rid):
+        while not mgr.is_compiled(rid):
             pass
         return (rid,), {}
 

@@ -191,7 +191,7 @@ def _drive(mgr, vocab, rid, text, drafts=0):
 def _ready(mgr, rid):
     import time
     t0 = time.monotonic()
-    while not mgr.is_ready(rid):
+    while not mgr.is_compiled(rid):
         assert time.monotonic() - t0 < 30
         time.sleep(0.002)
 
