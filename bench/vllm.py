@@ -16,12 +16,19 @@ scripted tokens as drafts and commits ``k + 1`` (every draft is right).
 
 Per step: ``fill`` is ``grammar_bitmask``; ``accept`` is ``accept_tokens`` for every request
 (vLLM's also runs ``trim_spec_tokens`` for the next drafts in its scheduler's update; that is reported
-apart as ``vllm_trim_us`` and left out of the ratios). Figures: ``*_all_us`` is the mean over every step
+apart as ``vllm_trim_us`` and left out of the fill and accept ratios; ``step_all_x`` in the JSON rows is
+vLLM's fill + accept + trim over thinkgate's fill + accept, means over the whole stream). Figures: ``*_all_us`` is the mean over every step
 of the stream (its total divided by its steps, thinking steps included); ``*_con_us`` is the median
 over the constrained-only steps (every row of the step is past ``</think>``). ``x`` columns are vLLM /
-thinkgate (above 1: thinkgate is faster). Both engines must allow every scripted token in its row and
-accept every commit: ``masked_out`` and ``rejects`` count the failures and must be 0 (the command
-exits 1 otherwise).
+thinkgate (above 1: thinkgate is faster); ``*_con_paired_x`` in the JSON rows is the median over the
+constrained steps of the same step's ratio. ``--repeats N`` runs N streams per configuration (fresh
+managers, fresh scripts) and pools their steps.
+
+Checks: both engines must allow every scripted token in its row and accept every commit
+(``masked_out`` and ``rejects`` count the failures, drafts that vLLM's ``trim_spec_tokens`` cut
+included), and each must constrain exactly the rows past each request's ``</think>``
+(``row_mismatches`` counts the steps where thinkgate's returned rows, or vLLM's rows that are not all
+ones, differ from the scripts' count). All must be 0; the command exits 1 otherwise.
 """
 
 from __future__ import annotations
@@ -423,6 +430,9 @@ def main(args: argparse.Namespace) -> int:
                     # hits one step, not the median of the pairs)
                     pairs = [_ratio(res["vllm"][f"{what}_us"][s], res["thinkgate"][f"{what}_us"][s]) for s in con]
                     row[f"{what}_con_paired_x"] = statistics.median(pairs) if pairs else float("nan")
+                # the whole per-step work of each manager in the scheduler: fill + accept (+ vLLM's trim)
+                row["step_all_x"] = _ratio(row["vllm_fill_all_us"] + row["vllm_accept_all_us"] + row["vllm_trim_us"],
+                                           row["tg_fill_all_us"] + row["tg_accept_all_us"])
                 row["masked_out"] = row["tg_masked_out"] + row["vllm_masked_out"]
                 row["row_mismatches"] = row["tg_row_mismatches"] + row["vllm_row_mismatches"]
                 row["rejects"] = (row["tg_rejects"] + row["vllm_rejects"] + row["tg_draft_rejects"]
