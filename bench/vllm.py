@@ -22,7 +22,9 @@ of the stream (its total divided by its steps, thinking steps included); ``*_con
 over the constrained-only steps (every row of the step is past ``</think>``). ``x`` columns are vLLM /
 thinkgate (above 1: thinkgate is faster); ``*_con_paired_x`` in the JSON rows is the median over the
 constrained steps of the same step's ratio. ``--repeats N`` runs N streams per configuration (fresh
-managers, fresh scripts) and pools their steps.
+managers, fresh scripts) and pools their steps. ``--clock cpu`` times the steps by each process's CPU
+time (all its threads) instead of the wall clock: on a machine shared with other work, most wall-clock
+noise is time spent waiting for a core, which CPU time leaves out.
 
 Checks: both engines must allow every scripted token in its row and accept every commit
 (``masked_out`` and ``rejects`` count the failures, drafts that vLLM's ``trim_spec_tokens`` cut
@@ -305,11 +307,17 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="steps one engine runs before the other runs the same ones (default: 8)")
     p.add_argument("--warmup", type=_at_least(0), default=3,
                    help="untimed grammar_bitmask calls before step 0 (default: 3)")
+    p.add_argument("--clock", choices=["wall", "cpu"], default="wall",
+                   help="time steps by the wall clock (default) or by the process's CPU time (all its threads; "
+                        "leaves out the time spent waiting for a core on a loaded machine)")
     p.add_argument("--max-whitespace", type=_whitespace, default="default",
                    help="thinkgate's JSON whitespace bound per gap: 'default' (the library's), 'none', or N")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--vllm-python", default=None,
                    help=f"a Python with vLLM 0.34 (default: $THINKGATE_VLLM_PYTHON, else {DEFAULT_VLLM_PYTHON})")
+    p.add_argument("--thinkgate-python", default=None,
+                   help="the Python for thinkgate's side (default: this one); the vLLM venv's own runs both "
+                        "on the same xgrammar")
     p.add_argument("--verbose", action="store_true", help="pass the workers' stderr through")
     p.add_argument("--out", default=None, help="JSON-lines output file (default bench-results/vllm.jsonl)")
     p.add_argument("--no-write", action="store_true", help="do not append the rows to a results file")
@@ -362,11 +370,11 @@ def main(args: argparse.Namespace) -> int:
     from thinkgate.reasoning import load_vocabulary
 
     vocab = load_vocabulary("deepseek_v4")
-    progress(f"starting the workers (vLLM {version} at {python}; thinkgate at {sys.executable})")
+    progress(f"starting the workers (vLLM {version} at {python}; thinkgate at {args.thinkgate_python or sys.executable})")
     workers: dict[str, Worker] = {}
     rows: list[dict[str, Any]] = []
     try:
-        workers["thinkgate"] = Worker(sys.executable, "thinkgate", verbose=args.verbose)
+        workers["thinkgate"] = Worker(args.thinkgate_python or sys.executable, "thinkgate", verbose=args.verbose)
         workers["vllm"] = Worker(python, "vllm", verbose=args.verbose)
         versions = {e: w.hello.get("versions", {}) for e, w in workers.items()}
         progress(f"versions: {versions}")
@@ -392,7 +400,7 @@ def main(args: argparse.Namespace) -> int:
                                  for s in range(args.steps)]
                     for e, w in workers.items():
                         got = w.call(op="setup", batch=batch, drafts=k, requests=reqs, warmup=args.warmup,
-                                     max_whitespace=ws)
+                                     max_whitespace=ws, clock=args.clock)
                         setup[e]["setup_s"] += got["setup_s"] / args.repeats
                     for start in range(0, args.steps, args.round_steps):
                         count = min(args.round_steps, args.steps - start)
@@ -420,6 +428,9 @@ def main(args: argparse.Namespace) -> int:
                     row[f"{tag}_rejects"] = int(sum(d["rejects"]))
                     row[f"{tag}_draft_rejects"] = int(sum(d["draft_rejects"]))
                     row[f"{tag}_setup_s"] = setup[e]["setup_s"]
+                    row[f"{tag}_first_error"] = next((m for m in d["error"] if m), "")
+                    if row[f"{tag}_first_error"]:
+                        progress(f"{e} refused a scripted commit: {row[f'{tag}_first_error']}")
                 for e, tag in (("thinkgate", "tg"), ("vllm", "vllm")):
                     row[f"{tag}_row_mismatches"] = sum(1 for a, b in zip(res[e]["rows"], expected) if a != b)
                 row["vllm_trim_us"] = statistics.fmean(res["vllm"]["trim_us"])
@@ -437,7 +448,7 @@ def main(args: argparse.Namespace) -> int:
                 row["row_mismatches"] = row["tg_row_mismatches"] + row["vllm_row_mismatches"]
                 row["rejects"] = (row["tg_rejects"] + row["vllm_rejects"] + row["tg_draft_rejects"]
                                   + row["vllm_draft_rejects"])
-                row.update({"vocab": "deepseek_v4", "parser": "deepseek_r1", "vllm": version,
+                row.update({"vocab": "deepseek_v4", "parser": "deepseek_r1", "vllm": version, "clock": args.clock,
                             "max_whitespace": args.max_whitespace, "versions": versions,
                             "load": os.getloadavg()[0], "schemas": list(SCHEMAS)})
                 rows.append(row)

@@ -22,13 +22,15 @@ first answers ``{"ok": true, "engine", "versions"}`` once its per-model objects 
 - ``{"op": "setup", "batch", "drafts", "requests": [{"id", "schema", "prompt", "stream"}], "warmup",
   "max_whitespace"}``: a fresh manager for ``batch`` requests with ``drafts`` speculative tokens, the
   requests added and compiled, then ``warmup`` untimed ``grammar_bitmask`` calls for step 0 (they
-  change no committed state in either manager: drafts are rolled back);
+  change no committed state in either manager: drafts are rolled back); ``clock`` (``wall``, the
+  default, or ``cpu``) says how the steps are timed;
 - ``{"op": "run", "start", "count"}``: steps ``start .. start+count-1``; step ``s`` schedules every
   request with drafts ``stream[p:p+k]`` (``p = s*(k+1)``), then commits ``stream[p:p+k+1]``. Answers
   per step: ``fill_us`` (``grammar_bitmask``), ``accept_us`` (every request's ``accept_tokens``),
   ``trim_us`` (vLLM only: ``trim_spec_tokens`` of the next drafts), ``rows`` (rows that constrain
   something: thinkgate's returned rows; vLLM's rows that are not all ones), ``masked_out`` (scripted
-  tokens that their row forbids), ``rejects`` (commits the manager refused) and ``draft_rejects``;
+  tokens that their row forbids), ``rejects`` (commits the manager refused), ``draft_rejects`` and
+  ``error`` (the first refusal of the step, or ``""``);
 - ``{"op": "close"}`` frees the manager; ``{"op": "exit"}`` ends the process.
 
 Failures answer ``{"ok": false, "error": traceback}``.
@@ -45,6 +47,7 @@ import traceback
 from typing import Any
 
 ENGINES = ("thinkgate", "vllm")
+CLOCKS = {"wall": time.perf_counter_ns, "cpu": time.process_time_ns}
 
 
 class _Side:
@@ -56,6 +59,14 @@ class _Side:
         self.ids: list[str] = []
         self.streams: list[list[int]] = []
         self.k = 0
+        self.clock = time.perf_counter_ns
+
+    def set_clock(self, name: str) -> None:
+        """``wall`` (``perf_counter``) or ``cpu`` (``process_time``: every thread of this process, and not
+        the time it waited for a core, which on a shared machine is most of the noise)."""
+        if name not in CLOCKS:
+            raise ValueError(f"unknown clock {name!r}; known: {', '.join(CLOCKS)}")
+        self.clock = CLOCKS[name]
 
     def versions(self) -> dict[str, str]:
         from importlib.metadata import version
@@ -118,6 +129,8 @@ class ThinkgateSide(_Side):
                 if time.monotonic() > deadline:
                     raise TimeoutError(f"{rid} did not compile: {self.mgr.status(rid)} {self.mgr.error(rid)}")
                 time.sleep(0.002)
+            if self.mgr.error(rid) is not None:
+                raise RuntimeError(f"thinkgate could not compile {rid}'s schema: {self.mgr.error(rid)}")
         sched = self._schedule(0)
         for _ in range(int(msg.get("warmup", 0))):
             self.mgr.grammar_bitmask(sched)
@@ -136,9 +149,9 @@ class ThinkgateSide(_Side):
         p = s * (k + 1)
         sched = self._schedule(s)
         commits = [st[p:p + k + 1] for st in self.streams]
-        t0 = time.perf_counter_ns()
+        t0 = self.clock()
         b = mgr.grammar_bitmask(sched)
-        t1 = time.perf_counter_ns()
+        t1 = self.clock()
         masked_out = rows = 0
         if b is not None:
             rows = len(b)
@@ -150,15 +163,16 @@ class ThinkgateSide(_Side):
                     masked_out += 1
         ids = self.ids
         results = []
-        t2 = time.perf_counter_ns()
+        t2 = self.clock()
         for rid, c in zip(ids, commits):
             results.append(mgr.accept_tokens(rid, c))
-        t3 = time.perf_counter_ns()
+        t3 = self.clock()
         stop = set(self.vocab.stop_token_ids)
-        rejects = sum(1 for r, c in zip(results, commits)
-                      if r.status == "error" or (r.status == "terminated" and not stop.intersection(c)))
+        bad = [(rid, r) for rid, r, c in zip(ids, results, commits)
+               if r.status == "error" or (r.status == "terminated" and not stop.intersection(c))]
         return {"fill_us": (t1 - t0) / 1e3, "accept_us": (t3 - t2) / 1e3, "trim_us": 0.0, "rows": rows,
-                "masked_out": masked_out, "rejects": rejects, "draft_rejects": 0}
+                "masked_out": masked_out, "rejects": len(bad), "draft_rejects": 0,
+                "error": f"{bad[0][0]}: {bad[0][1].status} {bad[0][1].message}" if bad else ""}
 
     def close(self) -> None:
         if self.mgr is not None:
@@ -254,9 +268,9 @@ class VllmSide(_Side):
         spec = self._spec(s)
         ids = self.ids
         commits = [st[p:p + k + 1] for st in self.streams]
-        t0 = time.perf_counter_ns()
+        t0 = self.clock()
         bm = mgr.grammar_bitmask(self.requests, ids, spec)
-        t1 = time.perf_counter_ns()
+        t1 = self.clock()
         masked_out = 0
         for i, c in enumerate(commits):
             for j, tok in enumerate(c):
@@ -265,21 +279,23 @@ class VllmSide(_Side):
         rows = int((bm != -1).any(axis=1).sum())  # rows that are not all ones (thinking rows are)
         for req, c in zip(self.reqs, commits):  # the scheduler's own bookkeeping, before accept_tokens
             req.append_output_token_ids(c)
-        t2 = time.perf_counter_ns()
+        t2 = self.clock()
         oks = [mgr.accept_tokens(req, c) for req, c in zip(self.reqs, commits)]
-        t3 = time.perf_counter_ns()
+        t3 = self.clock()
         draft_rejects = 0
         trim_us = 0.0
         if k:
             nxt = [list(st[p + k + 1:p + 2 * k + 1]) for st in self.streams]
-            t4 = time.perf_counter_ns()
+            t4 = self.clock()
             for req, d in zip(self.reqs, nxt):
                 req.spec_token_ids = mgr.trim_spec_tokens(req, d)
-            t5 = time.perf_counter_ns()
+            t5 = self.clock()
             trim_us = (t5 - t4) / 1e3
             draft_rejects = sum(len(d) - len(req.spec_token_ids) for req, d in zip(self.reqs, nxt))
+        refused = [(rid, c) for rid, c, ok in zip(ids, commits, oks) if not ok]
         return {"fill_us": (t1 - t0) / 1e3, "accept_us": (t3 - t2) / 1e3, "trim_us": trim_us, "rows": rows,
-                "masked_out": masked_out, "rejects": oks.count(False), "draft_rejects": draft_rejects}
+                "masked_out": masked_out, "rejects": len(refused), "draft_rejects": draft_rejects,
+                "error": f"{refused[0][0]}: accept_tokens refused {refused[0][1]}" if refused else ""}
 
     def close(self) -> None:
         mgr = self.mgr
@@ -314,6 +330,7 @@ def serve(engine: str) -> int:
             msg = json.loads(line)
             op = msg.get("op")
             if op == "setup":
+                side.set_clock(msg.get("clock", "wall"))
                 send({"ok": True, **side.setup(msg)})
             elif op == "run":
                 send({"ok": True, **side.run(int(msg["start"]), int(msg["count"]))})

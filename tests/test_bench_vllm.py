@@ -16,15 +16,15 @@ COLUMNS = bench_vllm.COLUMNS
 
 def test_bench_vllm_arguments_parse_and_bad_values_are_usage_errors(capsys):
     args = build_parser().parse_args(["vllm", "--batches", "1,16", "--drafts", "0,3", "--steps", "40",
-                                      "--max-whitespace", "none", "--vllm-python", "/x/python"])
-    assert (args.batches, args.drafts, args.steps, args.max_whitespace, args.vllm_python) == (
-        [1, 16], [0, 3], 40, None, "/x/python")
+                                      "--max-whitespace", "none", "--vllm-python", "/x/python", "--clock", "cpu"])
+    assert (args.batches, args.drafts, args.steps, args.max_whitespace, args.vllm_python, args.clock) == (
+        [1, 16], [0, 3], 40, None, "/x/python", "cpu")
     defaults = build_parser().parse_args(["vllm"])
-    assert (defaults.batches, defaults.drafts, defaults.steps, defaults.max_whitespace) == (
-        [1, 16, 64, 256], [0, 3], 128, "default")
+    assert (defaults.batches, defaults.drafts, defaults.steps, defaults.max_whitespace, defaults.clock) == (
+        [1, 16, 64, 256], [0, 3], 128, "default", "wall")
     assert build_parser().parse_args(["vllm", "--max-whitespace", "0"]).max_whitespace == 0
     for bad in (["--steps", "0"], ["--max-whitespace", "-1"], ["--max-whitespace", "lots"], ["--batches", "0"],
-                ["--warmup", "-1"], ["--round-steps", "x"]):
+                ["--warmup", "-1"], ["--round-steps", "x"], ["--clock", "gpu"]):
         with pytest.raises(SystemExit) as e:
             build_parser().parse_args(["vllm", *bad])
         assert e.value.code == 2
@@ -62,7 +62,7 @@ def test_bench_vllm_tiny_beside_vllm(tmp_path, capsys):
         pytest.skip(f"no vLLM at {python} (see python -m bench vllm's message to build it)")
     out = tmp_path / "vllm.jsonl"
     rc = main(["vllm", "--batches", "1", "--drafts", "0,1", "--steps", "40", "--round-steps", "7",
-               "--out", str(out)])
+               "--clock", "cpu", "--out", str(out)])
     assert rc == 0
     assert_table(capsys.readouterr().out, COLUMNS)
     rows = read_rows(out, "vllm", COLUMNS)
@@ -73,6 +73,6 @@ def test_bench_vllm_tiny_beside_vllm(tmp_path, capsys):
         for key in ("tg_fill_all_us", "vllm_fill_all_us", "tg_accept_all_us", "vllm_accept_all_us",
                     "tg_fill_con_us", "vllm_fill_con_us"):
             assert r[key] > 0 and math.isfinite(r[key]), key
-        assert r["vllm"].startswith("0.34.")
+        assert r["vllm"].startswith("0.34.") and r["clock"] == "cpu"
         # both count the same constrained rows: none while thinking, then one per position
         assert r["tg_rows_per_step"] == r["vllm_rows_per_step"] > 0
