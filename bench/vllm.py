@@ -17,9 +17,11 @@ scripted tokens as drafts and commits ``k + 1`` (every draft is right).
 Per step: ``fill`` is ``grammar_bitmask``; ``accept`` is ``accept_tokens`` for every request
 (vLLM's also runs ``trim_spec_tokens`` for the next drafts in its scheduler's update; that is reported
 apart as ``vllm_trim_us`` and left out of the fill and accept ratios; ``step_all_x`` in the JSON rows is
-vLLM's fill + accept + trim over thinkgate's fill + accept, means over the whole stream). Figures: ``*_all_us`` is the mean over every step
-of the stream (its total divided by its steps, thinking steps included); ``*_con_us`` is the median
-over the constrained-only steps (every row of the step is past ``</think>``). ``x`` columns are vLLM /
+vLLM's fill + accept + trim over thinkgate's fill + accept, means over the whole stream). Figures:
+``*_all_us`` is the mean over every step of the stream (its total divided by its steps, thinking steps
+included); ``*_con_us`` is the median over the constrained-only steps (every row of the step is past
+``</think>``); ``*_row_us`` is that constrained fill divided by the step's rows (``batch * (k + 1)``,
+every one constrained). ``x`` columns are vLLM /
 thinkgate (above 1: thinkgate is faster); ``*_con_paired_x`` in the JSON rows is the median over the
 constrained steps of the same step's ratio. ``--repeats N`` runs N streams per configuration (fresh
 managers, fresh scripts) and pools their steps. ``--clock cpu`` times the steps by each process's CPU
@@ -60,8 +62,8 @@ BUILD_ENV = ("bash ../shared/envs/vllm-0.34.sh /work/venv-vllm   "
 """The commands that build the vLLM environment, from the repository root (printed when it is absent)."""
 
 COLUMNS = ["batch", "drafts", "steps", "con_steps", "tg_fill_all_us", "vllm_fill_all_us", "fill_all_x",
-           "tg_fill_con_us", "vllm_fill_con_us", "fill_con_x", "tg_accept_all_us", "vllm_accept_all_us",
-           "accept_all_x", "tg_accept_con_us", "vllm_accept_con_us", "accept_con_x", "vllm_trim_us",
+           "tg_fill_con_us", "vllm_fill_con_us", "fill_con_x", "tg_row_us", "vllm_row_us", "tg_accept_all_us",
+           "vllm_accept_all_us", "accept_all_x", "tg_accept_con_us", "vllm_accept_con_us", "accept_con_x", "vllm_trim_us",
            "masked_out", "rejects", "row_mismatches"]
 
 # --------------------------------------------------------------------------------------------------
@@ -441,6 +443,9 @@ def main(args: argparse.Namespace) -> int:
                     # hits one step, not the median of the pairs)
                     pairs = [_ratio(res["vllm"][f"{what}_us"][s], res["thinkgate"][f"{what}_us"][s]) for s in con]
                     row[f"{what}_con_paired_x"] = statistics.median(pairs) if pairs else float("nan")
+                # per mask row on constrained steps (every one of the batch * (k + 1) rows constrains)
+                for tag in ("tg", "vllm"):
+                    row[f"{tag}_row_us"] = row[f"{tag}_fill_con_us"] / (batch * per)
                 # the whole per-step work of each manager in the scheduler: fill + accept (+ vLLM's trim)
                 row["step_all_x"] = _ratio(row["vllm_fill_all_us"] + row["vllm_accept_all_us"] + row["vllm_trim_us"],
                                            row["tg_fill_all_us"] + row["tg_accept_all_us"])
