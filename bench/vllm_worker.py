@@ -116,8 +116,11 @@ class ThinkgateSide(_Side):
         self.k = int(msg["drafts"])
         ws = msg.get("max_whitespace", "default")
         ws = DEFAULT_MAX_WHITESPACE if ws == "default" else ws
+        # compile_timeout_s: the steps are what is measured, and vLLM's compiles have no deadline; a
+        # loaded machine must not turn a slow compile into refused requests
         self.mgr = StructuredOutputManager(self.vocab, "deepseek_r1", compiler=self.compiler,
-                                           max_num_seqs=int(msg["batch"]), num_speculative_tokens=self.k)
+                                           max_num_seqs=int(msg["batch"]), num_speculative_tokens=self.k,
+                                           compile_timeout_s=300.0)
         self.ids, self.streams = [], []
         for r in msg["requests"]:
             self.mgr.add_request(r["id"], Constraint.json_schema(r["schema"], max_whitespace=ws), r["prompt"])
