@@ -20,6 +20,7 @@ SUBBENCHMARKS: dict[str, tuple[str, str]] = {
     "step": ("bench.step", "manager per-step time (fill + accept) vs xgrammar matchers called directly"),
     "tools": ("bench.tools", "tool-choice constraint compile time, cold and cached, per format"),
     "hostile": ("bench.hostile", "add_request cost and a trivial schema's time-to-ready while hostile compiles run"),
+    "vllm": ("bench.vllm", "thinkgate's manager vs vLLM 0.34's StructuredOutputManager, per step, same requests"),
 }
 DEFAULT = "loop"
 
