@@ -36,7 +36,7 @@ import json
 from typing import Any
 
 import pytest
-from support import FAMILIES, assert_rejected_at, finish, vocab
+from support import FAMILIES, assert_rejected_at, finish, run_stream, vocab
 
 from thinkgate.structured_output.tools import build_tool_constraint, get_tool_reader
 
@@ -196,6 +196,39 @@ def test_dsml_rejects_what_the_encoder_never_writes(fmt: str) -> None:
     unit = 'name="unit" string="true">'
     head = pre + WEATHER_PARIS[:WEATHER_PARIS.index(unit) + len(unit)]
     assert_rejected_at(fam, c, head, "k")
+
+
+@pytest.mark.parametrize("fmt", list(DS))
+def test_dsml_blank_line_of_a_call_without_arguments(fmt: str) -> None:
+    """The encoder's blank line is required for a tool without parameters; for a tool whose parameters
+    are all optional the constraint also takes the invoke without it (documented: a linear grammar
+    cannot tell "no optional parameter" from "no blank line")."""
+    fam = FAMILIES[fmt]
+    c = build_tool_constraint(TOOLS, "required", format=fmt)
+    pre = fam.thinking + f"\n\n<｜DSML｜{DS[fmt]}>\n"
+    assert_rejected_at(fam, c, pre + '<｜DSML｜invoke name="get_time">\n', "</｜DSML｜invoke>")
+    assert_rejected_at(fam, c, pre + '<｜DSML｜invoke name="get_time">\n\n', "\n</｜DSML｜invoke>")
+    finish(fam, c, fam.thinking + dsml_block(fmt, '<｜DSML｜invoke name="refresh">\n</｜DSML｜invoke>'))
+
+
+def test_dsml_json_value_holding_the_closing_tag_text() -> None:
+    """A JSON value may hold the closing tag's text written with ordinary tokens (the real closing tag's
+    ｜DSML｜ is a control token): the constraint takes it and read_ids gives the value back whole."""
+    fmt = "deepseek_v4"
+    fam = FAMILIES[fmt]
+    v = vocab(fam.vocab)
+    c = build_tool_constraint(TOOLS, "required", format=fmt)
+    value = {"note": "ends with </｜DSML｜parameter> here"}
+    inner = json.dumps(value, ensure_ascii=False)
+    pre = (f"\n\n<｜DSML｜tool_calls>\n" '<｜DSML｜invoke name="set_field">\n'
+           '<｜DSML｜parameter name="value" string="false">')
+    post = "</｜DSML｜parameter>\n</｜DSML｜invoke>\n</｜DSML｜tool_calls>"
+    spelled = [t for ch in inner for t in v.encode(ch)]
+    assert v.special_tokens["｜DSML｜"] not in spelled
+    ids = v.encode(pre) + spelled + v.encode(post)
+    assert run_stream(fam, c, v.encode(fam.thinking) + ids + [min(v.stop_token_ids)]) is None
+    got = get_tool_reader(fmt, TOOLS, "required").read_ids(ids, v)
+    assert [(x.name, json.loads(x.arguments)) for x in got.calls] == [("set_field", {"value": value})]
 
 
 def test_dsml_parameter_names() -> None:
