@@ -161,7 +161,8 @@ def _dsml(name: str, args: dict[str, Any]) -> str:
     (ensure_ascii=False) for any other, names as they are. The calls of a block are joined by "\\n"."""
     params = "\n".join(
         f'<｜DSML｜parameter name="{k}" string="{"true" if isinstance(v, str) else "false"}">'
-        f'{v if isinstance(v, str) else json.dumps(v, ensure_ascii=False)}</｜DSML｜parameter>' for k, v in args.items())
+        f'{v if isinstance(v, str) else json.dumps(v, ensure_ascii=False)}</｜DSML｜parameter>'
+        for k, v in args.items())
     return f'<｜DSML｜invoke name="{name}">\n{params}\n</｜DSML｜invoke>'
 
 

@@ -93,7 +93,8 @@ SET_STRINGS_ARGS = {"value": "hello, world", "maybe": None, "choice": 1, "fixed"
 # the other side of each union: a JSON object for the untyped one (json.dumps, "</" unescaped), a str
 # for the nullable one, a str for the enum, an int for the union
 SET_OTHERS = ('<｜DSML｜invoke name="set_field">\n'
-              '<｜DSML｜parameter name="value" string="false">{"html": "<b>x</b>", "n": [1, 2.5]}</｜DSML｜parameter>\n'
+              '<｜DSML｜parameter name="value" string="false">{"html": "<b>x</b>", "n": [1, 2.5]}'
+              '</｜DSML｜parameter>\n'
               '<｜DSML｜parameter name="maybe" string="true">maybe so</｜DSML｜parameter>\n'
               '<｜DSML｜parameter name="choice" string="true">auto</｜DSML｜parameter>\n'
               '<｜DSML｜parameter name="either" string="false">42</｜DSML｜parameter>\n'
@@ -108,7 +109,8 @@ VEHICLE_CALL = ('<｜DSML｜invoke name="register_vehicle">\n'
 VEHICLE_ARGS = {"año_vehiculo": 2019, "Content-Type": "text/plain", 'say "hi"': "hi", "x.y-z": True}
 
 CALLS = {  # invoke -> (name, arguments)
-    NO_ARGS: ("get_time", {}), REFRESH_NO_ARGS: ("refresh", {}), WEATHER_PARIS: ("get_weather", {"location": "Paris", "unit": "c"}),
+    NO_ARGS: ("get_time", {}), REFRESH_NO_ARGS: ("refresh", {}),
+    WEATHER_PARIS: ("get_weather", {"location": "Paris", "unit": "c"}),
     SET_STRINGS: ("set_field", SET_STRINGS_ARGS), SET_OTHERS: ("set_field", SET_OTHERS_ARGS),
     VEHICLE_CALL: ("register_vehicle", VEHICLE_ARGS),
 }
@@ -188,7 +190,8 @@ def test_dsml_rejects_what_the_encoder_never_writes(fmt: str) -> None:
     head = pre + '<｜DSML｜invoke name="set_field">\n<｜DSML｜parameter name="value" string="false">'
     assert_rejected_at(fam, c, head, '"hello"')
     # string="true" for an integer parameter
-    head = pre + '<｜DSML｜invoke name="set_field">\n<｜DSML｜parameter name="value" string="true">x</｜DSML｜parameter>\n'
+    head = (pre + '<｜DSML｜invoke name="set_field">\n'
+            '<｜DSML｜parameter name="value" string="true">x</｜DSML｜parameter>\n')
     assert_rejected_at(fam, c, head + '<｜DSML｜parameter name="n" string="', 'true">7')
     # a required parameter missing: the blank line is not a call of get_weather
     assert_rejected_at(fam, c, pre + '<｜DSML｜invoke name="get_weather">\n', "\n</｜DSML｜invoke>")
