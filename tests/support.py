@@ -154,6 +154,18 @@ def _xml(name: str, args: dict[str, Any], begin: str, end: str, dsml: bool = Fal
     return "".join(out)
 
 
+def _dsml(name: str, args: dict[str, Any]) -> str:
+    """A DSML call as DeepSeek's encoder writes it (encoding_dsv32.py / encoding_dsv4.py: tool_call_template
+    and encode_arguments_to_dsml): the parameters joined by "\\n" between two newlines (a blank line when
+    there are none), string="true" with the raw text for a str value, string="false" with json.dumps
+    (ensure_ascii=False) for any other, names as they are. The calls of a block are joined by "\\n"."""
+    params = "\n".join(
+        f'<｜DSML｜parameter name="{k}" string="{"true" if isinstance(v, str) else "false"}">'
+        f'{v if isinstance(v, str) else json.dumps(v, ensure_ascii=False)}</｜DSML｜parameter>'
+        for k, v in args.items())
+    return f'<｜DSML｜invoke name="{name}">\n{params}\n</｜DSML｜invoke>'
+
+
 def _gemma(v: Any) -> str:
     if isinstance(v, dict):
         return "{" + ",".join(f"{k}:{_gemma(x)}" for k, x in v.items()) + "}"
@@ -194,7 +206,6 @@ QWEN_PROMPT = "<|im_start|>user\nWeather?<|im_end|>\n<|im_start|>assistant\n<thi
 QWEN_THINK = "The user wants the weather; I should call a tool.\n</think>\n\n"
 DS_PROMPT = "<｜User｜>Weather?<｜Assistant｜><think>"
 DS_THINK = "The user wants the weather; I should call a tool.</think>"
-DSML_PARAM = '<｜DSML｜parameter name="{key}" string="{string}">'
 
 FAMILIES: dict[str, Family] = {f.fmt: f for f in [
     Family("hermes", "qwen3_6", "qwen3", QWEN_PROMPT, QWEN_THINK,
@@ -207,15 +218,11 @@ FAMILIES: dict[str, Family] = {f.fmt: f for f in [
            section=DS_CALLS, sep="\n"),
     Family("deepseek_v31", "deepseek_v4", "deepseek_v3", DS_PROMPT, DS_THINK,
            lambda n, a, i: f"<｜tool▁call▁begin｜>{n}<｜tool▁sep｜>{_j(a)}<｜tool▁call▁end｜>", section=DS_CALLS),
-    Family("deepseek_v32", "deepseek_v4", "deepseek_v4", DS_PROMPT, DS_THINK,
-           lambda n, a, i: f'<｜DSML｜invoke name="{n}">\n' + _xml(n, a, DSML_PARAM, "</｜DSML｜parameter>\n", True)
-           + "</｜DSML｜invoke>\n",
-           section=("\n\n<｜DSML｜function_calls>\n", "</｜DSML｜function_calls>"),
+    Family("deepseek_v32", "deepseek_v4", "deepseek_v4", DS_PROMPT, DS_THINK, lambda n, a, i: _dsml(n, a),
+           section=("\n\n<｜DSML｜function_calls>\n", "\n</｜DSML｜function_calls>"), sep="\n",
            xml=('<｜DSML｜parameter name="location" string="true">', "</｜DSML｜parameter>")),
-    Family("deepseek_v4", "deepseek_v4", "deepseek_v4", DS_PROMPT, DS_THINK,
-           lambda n, a, i: f'<｜DSML｜invoke name="{n}">\n' + _xml(n, a, DSML_PARAM, "</｜DSML｜parameter>\n", True)
-           + "</｜DSML｜invoke>\n",
-           section=("\n\n<｜DSML｜tool_calls>\n", "</｜DSML｜tool_calls>"),
+    Family("deepseek_v4", "deepseek_v4", "deepseek_v4", DS_PROMPT, DS_THINK, lambda n, a, i: _dsml(n, a),
+           section=("\n\n<｜DSML｜tool_calls>\n", "\n</｜DSML｜tool_calls>"), sep="\n",
            xml=('<｜DSML｜parameter name="location" string="true">', "</｜DSML｜parameter>")),
     Family("mistral", "magistral", "mistral", "[INST]Weather?[/INST]", "[THINK]I should call a tool.[/THINK]",
            lambda n, a, i: f"[TOOL_CALLS]{n}[ARGS]{_j(a)}"),

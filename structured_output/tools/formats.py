@@ -10,6 +10,7 @@ from __future__ import annotations
 import threading
 
 from .args import GemmaArgs, JsonArgs, XmlArgs
+from .dsml import DsmlArgs
 from .engine import CallFormat, ToolFormat
 from .harmony import HarmonyFormat
 from .json_calls import JsonCallsFormat
@@ -98,8 +99,7 @@ register_tool_format(CallFormat(
     markers=_DS_MARKERS, section=("<｜tool▁calls▁begin｜>", "<｜tool▁calls▁end｜>"),
     call_begin="<｜tool▁call▁begin｜>{name}<｜tool▁sep｜>", args=JsonArgs(), call_end="<｜tool▁call▁end｜>"))
 
-_DSML_ARGS = XmlArgs('<｜DSML｜parameter name="{key}" string="{string}">', "</｜DSML｜parameter>\n",
-                     "</｜DSML｜parameter>")
+_DSML_ARGS = DsmlArgs()  # parameters as DeepSeek's encoder writes them (dsml.py)
 
 register_tool_format(CallFormat(
     name="deepseek_v32", aliases=("deepseek_v3_2",),

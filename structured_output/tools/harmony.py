@@ -16,7 +16,7 @@ from .marked import MarkedText, json_depth_ok
 from .policy import CallPolicy
 from .request import ToolRequest, ToolSpec
 from .results import ToolCall, ToolCallsResult
-from .syntax import any_tokens, const, opt, or_, seq, star, structural_tag
+from .syntax import Fmt, LiteralText, any_tokens, const, opt, or_, seq, star, structural_tag
 
 __all__ = ["HarmonyFormat"]
 
@@ -27,6 +27,10 @@ class HarmonyFormat(ToolFormat):
 
         <|channel|>analysis<|message|>...<|end|>
         <|start|>assistant<|channel|>commentary to=functions.NAME <|constrain|>json<|message|>{...}<|call|>
+        <|start|>assistant to=functions.NAME<|channel|>commentary json<|message|>{...}<|call|>
+
+    (the second is the harmony guide's call, the third the gpt-oss chat template's; every header form
+    of a call is accepted, see :meth:`_call_header`).
 
     The constraint covers the whole output, analysis included (the call's header holds the function
     name, and harmony's header is sampled before any reasoning end): it is marked
@@ -47,12 +51,18 @@ class HarmonyFormat(ToolFormat):
     supports_builtin_tools: bool = True
     START: str = "<|start|>assistant"
 
-    def _call_headers(self, t: ToolSpec) -> list[str]:
-        if t.builtin:
-            return [f"<|channel|>commentary to={t.name} code<|message|>",
-                    f" to={t.name}<|channel|>commentary code<|message|>"]
-        return [f"<|channel|>commentary to=functions.{t.name} <|constrain|>json<|message|>",
-                f" to=functions.{t.name}<|channel|>commentary <|constrain|>json<|message|>"]
+    def _call_header(self, t: ToolSpec, lit: LiteralText) -> Fmt:
+        """A call's header after ``<|start|>assistant`` up to ``<|message|>``, in every form gpt-oss
+        writes: the recipient in the role (the chat template: `` to=functions.N<|channel|>commentary
+        json``) or after the channel (the harmony guide: ``<|channel|>commentary to=functions.N
+        <|constrain|>json``); channel ``commentary`` or ``analysis`` (the model calls tools from both);
+        the content type as ``<|constrain|>json`` (with or without a space before it), `` json``, or
+        left out. Builtin tools are called ``to=NAME`` with ``code`` for ``json``."""
+        recipient = const(f" to={t.name}" if t.builtin else f" to=functions.{t.name}")
+        kind = "code" if t.builtin else "json"
+        channel = seq(lit("<|channel|>"), or_(const("commentary"), const("analysis")))
+        hint = or_(const(" " + kind), seq(opt(const(" ")), lit("<|constrain|>"), const(kind)), const(""))
+        return seq(or_(seq(recipient, channel), seq(channel, recipient)), hint, lit("<|message|>"))
 
     def structural_tag(self, request: ToolRequest, *, vocabulary: Vocabulary | None = None,
                        max_whitespace: int | None = DEFAULT_TOOL_MAX_WHITESPACE) -> dict[str, Any] | None:
@@ -66,7 +76,7 @@ class HarmonyFormat(ToolFormat):
         calls = []
         for t in request.tools:
             args = JsonArgs().build(t, lit, max_whitespace)
-            calls.append(or_(*[seq(lit(h), args) for h in self._call_headers(t)]))
+            calls.append(seq(self._call_header(t, lit), args))
         head = opt(lit(self.START))
         if request.mode in ("required", "named"):
             return structural_tag(seq(head, star(analysis), or_(*calls)))

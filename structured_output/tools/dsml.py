@@ -1,0 +1,220 @@
+"""DeepSeek DSML parameters (``deepseek_v32``, ``deepseek_v4``), as DeepSeek's own encoder writes them.
+
+The encoder (``encoding/encoding_dsv32.py`` of DeepSeek-V3.2, ``encoding/encoding_dsv4.py`` of V4) writes
+a call as ``<｜DSML｜invoke name="N">`` + ``"\\n"`` + its parameters joined by ``"\\n"`` + ``"\\n"`` +
+``</｜DSML｜invoke>``, each parameter as::
+
+    <｜DSML｜parameter name="K" string="true">raw text</｜DSML｜parameter>     (a Python str value)
+    <｜DSML｜parameter name="K" string="false">JSON</｜DSML｜parameter>        (anything else)
+
+The ``string`` attribute follows the value, not the schema, and names are written as they are (no
+escaping). Hence:
+
+- a call without arguments is ``<｜DSML｜invoke name="N">\\n\\n</｜DSML｜invoke>`` (a blank line);
+- a parameter whose schema admits strings and other values (no ``type``, a type list or ``anyOf`` with
+  ``string``, an ``enum`` mixing strings and others, a nullable string) is ``string="true"`` raw text
+  for a string and ``string="false"`` JSON (never a JSON string) for anything else;
+- any declared parameter name can be written, except one that contains the ``｜DSML｜`` marker (a
+  control token: a name is text);
+- a JSON value is ``json.dumps`` as it is (``"</b>"`` unescaped): it cannot end early, since the closing
+  tag's ``｜DSML｜`` is a control token that no JSON string holds. Raw text values cannot contain the
+  closing tag's text either (the first one ends the value).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from .args import NoMatch, XmlArgs, _defs_of, _json_value, _with_defs, resolve_ref
+from .marked import MarkedText
+from .request import ToolSpec
+from .syntax import Fmt, LiteralText, const, json_fmt, no_substring_regex, or_, regex, seq, star
+
+__all__ = ["DsmlArgs", "split_string_schema"]
+
+DSML = "｜DSML｜"
+_NON_STRING_TYPES = ["number", "boolean", "null", "array", "object"]
+_ATTR = re.compile(r'" string="(true|false)">')
+
+
+def split_string_schema(schema: Any, defs: Mapping[str, Any]) -> tuple[list[Mapping[str, Any]], Any | None]:
+    """Split a parameter's schema into what DSML writes raw and what it writes as JSON:
+    (the schemas of its string values, possibly several; the schema of its other values, or None when
+    it admits only strings). ``$ref`` are followed; ``anyOf`` / ``oneOf`` are split alternative by
+    alternative (their JSON part is an ``anyOf``)."""
+    s = resolve_ref(schema, defs)
+    if s is True or (isinstance(s, Mapping) and not s):
+        return [{}], {"type": list(_NON_STRING_TYPES)}
+    if not isinstance(s, Mapping):
+        return [], s
+    if "const" in s:
+        return ([s], None) if isinstance(s["const"], str) else ([], s)
+    if isinstance(s.get("enum"), list) and s["enum"]:
+        strs = [v for v in s["enum"] if isinstance(v, str)]
+        others = [v for v in s["enum"] if not isinstance(v, str)]
+        return ([{"enum": strs}] if strs else []), ({**s, "enum": others} if others else None)
+    for key in ("anyOf", "oneOf"):
+        alts = s.get(key)
+        if isinstance(alts, list) and alts:
+            base = {k: v for k, v in s.items() if k != key}
+            strs: list[Mapping[str, Any]] = []
+            others = []
+            for alt in alts:
+                alt = resolve_ref(alt, defs)
+                merged = {**base, **alt} if isinstance(alt, Mapping) else alt
+                a, b = split_string_schema(merged, defs)
+                strs += a
+                if b is not None:
+                    others.append(b)
+            return strs, (None if not others else others[0] if len(others) == 1 else {"anyOf": others})
+    t = s.get("type")
+    if t == "string":
+        return [s], None
+    if isinstance(t, list):
+        if "string" not in t:
+            return [], s
+        rest = [x for x in t if x != "string"]
+        return [{**s, "type": "string"}], ({**s, "type": rest} if rest else None)
+    if t is None and not any(k in s for k in ("allOf", "not", "if")):
+        return [s], {**s, "type": list(_NON_STRING_TYPES)}
+    return [], s
+
+
+@dataclass(frozen=True)
+class DsmlArgs(XmlArgs):
+    """DSML parameters (see the module docstring): the ``string`` attribute is ``true`` with the raw
+    text for string values and ``false`` with JSON for the others. Enforced parameters follow the
+    schema's order (as :class:`XmlArgs`); a call without parameters is a blank line. With only optional
+    parameters the constraint also takes no parameter and no blank line (telling the two apart would
+    take a grammar quadratic in the number of parameters); the reader reads both."""
+
+    param_begin: str = '<｜DSML｜parameter name="{key}" string="{string}">'
+    param_end: str = "</｜DSML｜parameter>\n"
+    close: str = "</｜DSML｜parameter>"
+    key_pattern: str = '[^"]*'
+    """Names of parameters a tool does not declare (a tool whose arguments are not enforced, or
+    ``additionalProperties``): any text without a double quote."""
+
+    # -- constraint
+    # JSON values exclude nothing (XmlArgs excludes "</" there): the closing tag's ｜DSML｜ is a control
+    # token, which no JSON string can hold, and the encoder writes json.dumps as it is ("</b>" included)
+
+    def _check_key(self, tool: ToolSpec, key: str) -> None:
+        if DSML in key:
+            raise ValueError(f"tool {tool.name!r}: parameter name {key!r} cannot be written in DSML "
+                             f"(it contains the {DSML!r} marker, a control token)")
+
+    def _open(self, key: Fmt, raw: bool, lit: LiteralText) -> Fmt:
+        pre, post = self.param_begin.split("{key}")
+        return seq(lit(pre), key, lit(post.replace("{string}", "true" if raw else "false")))
+
+    def _param(self, key: str, sub: Any, defs: Mapping[str, Any], lit: LiteralText, ws: int | None) -> Fmt:
+        strs, other = split_string_schema(sub, defs)
+        alts: list[Fmt] = []
+        if strs:
+            raws = [self._raw_value(resolve_ref(x, defs)) for x in strs]
+            free = regex(no_substring_regex(self.close))
+            value = free if free in raws else or_(*raws)
+            alts.append(seq(self._open(const(key), True, lit), value, lit(self.param_end)))
+        if other is not None:
+            value = json_fmt(_with_defs(other, defs), max_whitespace=ws)
+            alts.append(seq(self._open(const(key), False, lit), value, lit(self.param_end)))
+        return or_(*alts)
+
+    def _any_param(self, lit: LiteralText, ws: int | None) -> Fmt:
+        key = regex(self.key_pattern)
+        raw = seq(self._open(key, True, lit), regex(no_substring_regex(self.close)), lit(self.param_end))
+        js = seq(self._open(key, False, lit),
+                 json_fmt({"type": list(_NON_STRING_TYPES)}, max_whitespace=ws),
+                 lit(self.param_end))
+        return or_(raw, js)
+
+    def build(self, tool: ToolSpec, lit: LiteralText, max_whitespace: int | None) -> Fmt:
+        blank = const("\n")  # no parameter: the encoder's "\n".join([]) between two newlines
+        if not tool.enforce:
+            one = self._any_param(lit, max_whitespace)
+            return or_(blank, seq(one, star(one)))
+        schema = tool.parameters
+        props = schema.get("properties") or {}
+        extra = schema.get("additionalProperties", False)
+        if not props and (extra is False or extra is None):
+            return blank
+        params = super().build(tool, lit, max_whitespace)
+        if set(schema.get("required") or ()) & set(props):
+            return params  # a required parameter: never empty
+        return or_(blank, params)
+
+    # -- reader
+    def read(self, src: MarkedText, pos: int, tool: ToolSpec, lit: LiteralText) -> tuple[str, int]:
+        raise NotImplementedError("DsmlArgs.read_until needs the call end")
+
+    def _read_open(self, src: MarkedText, pos: int, keys: list[str], lit: LiteralText) -> tuple[str, bool, int]:
+        """A parameter's opening at ``pos`` -> (name, its ``string`` attribute, value start). A declared
+        name is matched whole (it may hold quotes); another name runs to the first ``" string="``."""
+        pre, _ = self.param_begin.split("{key}")
+        p = src.match_literal(pos, pre, lit)
+        if p < 0:
+            raise NoMatch("expected a parameter")
+        text = src.text
+        candidates = [k for k in keys if text.startswith(k, p)]
+        stop = text.find(self.close, p)  # a name ends before its value's closing tag
+        m = _ATTR.search(text, p, len(text) if stop < 0 else stop)
+        if m is not None and text[p:m.start()] not in candidates:
+            candidates.append(text[p:m.start()])
+        for key in candidates:
+            m = _ATTR.match(text, p + len(key))
+            if m is not None and src.plain(p, m.end()):
+                return key, m.group(1) == "true", m.end()
+        raise NoMatch("expected a parameter")
+
+    def _value(self, text: str, start: int, end: int, string: bool, schema: Any, defs: Mapping[str, Any]) -> Any:
+        """The value of ``text[start:end]``: as its ``string`` attribute says (raw text, or JSON), typed by
+        the declared schema where the attribute contradicts it (a number written ``string="true"`` for a
+        parameter that admits no string is that number; text written ``string="false"`` that is not JSON
+        is that text when the parameter admits strings)."""
+        raw = text[start:end]
+        strs, other = split_string_schema(schema, defs) if schema is not None else ([{}], True)
+        if string:
+            if strs:
+                return raw
+            try:
+                return _json_value(text, start, end)
+            except NoMatch:
+                return raw  # the schema check (strict tools) decides whether such a call passes
+        try:
+            return _json_value(text, start, end)
+        except NoMatch:
+            if strs and schema is not None:
+                return raw
+            raise
+
+    def read_until(self, src: MarkedText, pos: int, tool: ToolSpec, call_end: str,
+                   lit: LiteralText) -> tuple[str, int]:
+        """Read parameters from ``pos`` up to (not including) ``call_end``; a blank line alone is no
+        parameter. A name written twice is not a call (DeepSeek's parser refuses it too)."""
+        text = src.text
+        if text.startswith("\n", pos) and src.plain(pos, pos + 1) and src.match_literal(pos + 1, call_end, lit) >= 0:
+            return "{}", pos + 1
+        schema = tool.parameters
+        defs = _defs_of(schema)
+        props = schema.get("properties") or {}
+        keys = sorted(props, key=len, reverse=True)
+        k = self.param_end.index(self.close)
+        out: dict[str, Any] = {}
+        while src.match_literal(pos, call_end, lit) < 0:
+            key, string, vstart = self._read_open(src, pos, keys, lit)
+            idx = src.find_literal(self.close, vstart, lit)
+            vend = idx - k
+            if idx < 0 or vend < vstart or src.match_literal(vend, self.param_end, lit) < 0:
+                raise NoMatch("unterminated parameter")
+            if not src.plain(vstart, vend):
+                raise NoMatch("a control token inside a parameter value")
+            if key in out:
+                raise NoMatch(f"parameter {key!r} written twice")
+            out[key] = self._value(text, vstart, vend, string, props.get(key), defs)
+            pos = vend + len(self.param_end)
+        return json.dumps(out, ensure_ascii=False), pos
