@@ -45,14 +45,22 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", default=None, help="JSON-lines file (default bench-results/tools.jsonl)")
 
 
-def corpus_tools(n: int) -> list[dict]:
-    """``n`` tools: the corpus in order, then renamed deep copies (``name_2`` ...)."""
-    import copy
+def corpus_entries(*, base: bool = False) -> list[dict]:
+    """The corpus entries (``{"tool", "examples"[, "shapes"]}``) of ``tests/data/tools/corpus.json``; with
+    ``base``, only the base corpus (the entries without ``"shapes"``, the set the compile columns measure)."""
     import json
     from pathlib import Path
 
     path = Path(__file__).resolve().parent.parent / "tests" / "data" / "tools" / "corpus.json"
     entries = json.loads(path.read_text(encoding="utf-8"))["tools"]
+    return [e for e in entries if "shapes" not in e] if base else entries
+
+
+def corpus_tools(n: int) -> list[dict]:
+    """``n`` tools: the base corpus in order, then renamed deep copies (``name_2`` ...)."""
+    import copy
+
+    entries = corpus_entries(base=True)
     out = []
     for i in range(n):
         e = entries[i % len(entries)]
