@@ -20,7 +20,8 @@ over its group of tools (the corpus cut into groups of :data:`CONFORMANCE_GROUP`
 
 - ``accepted``: calls whose tokens the grammar accepts, ending at the stop token;
 - ``exact``: calls the reader (``read_ids``) returns exactly (name, arguments equal as JSON values);
-- ``total``: the examples; ``refused``: tools the format refuses outright (a ``ValueError``);
+- ``total``: the examples, all of them (also those ``tests/test_tool_conformance.py`` lists as ones the
+  format cannot express); ``refused``: tools the format refuses outright (a ``ValueError``);
 - ``compile_ms``: the cold compiles of the groups, summed; ``fill_us`` / ``fill_max_us``: median and
   maximum time of one mask fill over the calls' tokens.
 

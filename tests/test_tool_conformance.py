@@ -4,15 +4,17 @@ For each renderer of ``template_render.py`` (a model family's chat template, wri
 never from our format definitions), each example of the tool corpus (``tests/data/tools/corpus.json``,
 the base corpus and the real-world ``shapes``) and each mode:
 
-- ``required``: ``tool_choice="required"`` over every corpus tool the format takes (one constraint per
-  format); the thinking then the rendered call pass the StructuredOutputManager token by token (every
-  token also allowed by that step's bitmask), the stop token terminates the request, and ``read_ids``
-  returns exactly that call (name, and arguments equal as JSON values: ``1`` is not ``true``);
+- ``required``: ``tool_choice="required"`` over the corpus tools the format takes, in groups of
+  :data:`GROUP` (one constraint per group); the thinking then the rendered call pass the
+  StructuredOutputManager token by token (every token also allowed by that step's bitmask), the stop
+  token terminates the request, and ``read_ids`` returns exactly that call and no content (name, and
+  arguments equal as JSON values: ``1`` is not ``true``);
 - ``named``: the tool named in ``tool_choice`` (one constraint per tool: the real-world shapes only,
   the base corpus has its named tests in ``test_tool_formats.py``);
-- ``auto``: no constraint; ``read_ids`` over every corpus tool returns the call;
-- ``strict``: ``tool_choice="auto"`` with every tool ``strict: true`` (one constraint per format): the
-  constraint accepts the call and the reader, which validates strict arguments, returns it.
+- ``auto``: no constraint; ``read_ids`` over every corpus tool the format takes returns the call;
+- ``strict``: ``tool_choice="auto"`` with the real-world shapes, every tool ``strict: true`` (one
+  constraint per group): the constraint accepts the call and the reader, which validates strict
+  arguments, returns it.
 
 A case is a renderer x a corpus example x a mode. Cases a format cannot express are not run:
 :data:`CANNOT_EXPRESS` lists them with the reason. Cases that fail today because of the format bugs of
@@ -22,9 +24,9 @@ merge empties the list). Vocabularies: the real ones where they have the family'
 DeepSeek V4, Magistral, whose ids come from mistral-common's own encoder), else ``bench.vocabs``'s
 synthetic ones.
 
-The matrix is slow (a compile per format and mode, several seconds each on the 248k-token
-vocabularies): the ``required`` cases of four real-vocabulary renderers run in the default quick
-selection (``-m "not slow"``), the rest is marked slow.
+The matrix is slow (a compile per group, seconds each on the 248k-token vocabularies): the ``required``
+cases of the real-world shapes for four renderers on real vocabularies (:data:`QUICK`) run in the quick
+selection (``-m "not slow"``), the rest is marked slow (the default run, CI, runs everything).
 """
 
 from __future__ import annotations
