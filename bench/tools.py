@@ -13,14 +13,27 @@ past its 56 tools, renamed copies), a ``required`` request:
 - ``fill_us``: median time of one mask fill while the first tool's call is written (one request,
   one row: the per-step cost the constraint adds), ``fill_max_us`` its maximum.
 
+Then a conformance table (``--no-conformance`` skips it): per renderer of ``tests/template_render.py``
+(each model family's chat template, written from the template itself), every example of the whole corpus
+(the base tools and the real-world ``shapes``) rendered as one call and fed to a ``required`` constraint
+over its group of tools (the corpus cut into groups of :data:`CONFORMANCE_GROUP` tools the format takes):
+
+- ``accepted``: calls whose tokens the grammar accepts, ending at the stop token;
+- ``exact``: calls the reader (``read_ids``) returns exactly (name, arguments equal as JSON values);
+- ``total``: the examples, all of them (also those ``tests/test_tool_conformance.py`` lists as ones the
+  format cannot express); ``refused``: tools the format refuses outright (a ``ValueError``);
+- ``compile_ms``: the cold compiles of the groups, summed; ``fill_us`` / ``fill_max_us``: median and
+  maximum time of one mask fill over the calls' tokens.
+
 Each format uses its family vocabulary (``bench/vocabs.py``: real where an offline
 vocabulary has the markers, else the Qwen3.6 table plus the family's markers). Results are appended
-to ``bench-results/tools.jsonl``.
+to ``bench-results/tools.jsonl`` and ``bench-results/tools-conformance.jsonl``.
 """
 
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 from bench.harness import int_list
 
@@ -42,17 +55,28 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--threads", type=int, default=2, help="compiler threads (default 2)")
     p.add_argument("--no-xgrammar", action="store_true", help="skip the xgrammar baseline column")
     p.add_argument("--no-fill", action="store_true", help="skip the mask-fill column")
-    p.add_argument("--out", default=None, help="JSON-lines file (default bench-results/tools.jsonl)")
+    p.add_argument("--out", default=None, help="JSON-lines file (default bench-results/tools.jsonl; the "
+                   "conformance rows go beside it, '-conformance' added to its name)")
+    p.add_argument("--no-conformance", action="store_true", help="skip the chat-template conformance table")
+    p.add_argument("--conformance-tools", type=int, default=0,
+                   help="corpus tools in the conformance table (default 0: all)")
 
 
-def corpus_tools(n: int) -> list[dict]:
-    """``n`` tools: the corpus in order, then renamed deep copies (``name_2`` ...)."""
-    import copy
+def corpus_entries(*, base: bool = False) -> list[dict]:
+    """The corpus entries (``{"tool", "examples"[, "shapes"]}``) of ``tests/data/tools/corpus.json``; with
+    ``base``, only the base corpus (the entries without ``"shapes"``, the set the compile columns measure)."""
     import json
-    from pathlib import Path
 
     path = Path(__file__).resolve().parent.parent / "tests" / "data" / "tools" / "corpus.json"
     entries = json.loads(path.read_text(encoding="utf-8"))["tools"]
+    return [e for e in entries if "shapes" not in e] if base else entries
+
+
+def corpus_tools(n: int) -> list[dict]:
+    """``n`` tools: the base corpus in order, then renamed deep copies (``name_2`` ...)."""
+    import copy
+
+    entries = corpus_entries(base=True)
     out = []
     for i in range(n):
         e = entries[i % len(entries)]
@@ -120,7 +144,123 @@ def main(args: argparse.Namespace) -> int:
     print_table(rows, cols)
     path = write_rows("tools", rows, args.out)
     progress(f"results appended to {path}")
+    if not args.no_conformance:
+        crows = []
+        for renderer, fmt in conformance_renderers(names):
+            vocab = format_vocabulary(fmt)
+            comp = compilers.get(vocab.name)
+            if comp is None:
+                comp = compilers[vocab.name] = Compiler(vocab, num_threads=args.threads)
+            crows.append(conformance_row(renderer, fmt, vocab, comp, args.conformance_tools))
+            progress(f"conformance {renderer}: {crows[-1]['exact']}/{crows[-1]['total']} exact")
+        print()
+        print_table(crows, CONFORMANCE_COLUMNS)
+        cout = None
+        if args.out:
+            o = Path(args.out)
+            cout = o.with_name(o.stem + "-conformance" + o.suffix)
+        path = write_rows("tools-conformance", crows, cout)
+        progress(f"conformance results appended to {path}")
     return 0
+
+
+# --------------------------------------------------------------------------------------------------
+# the conformance table
+
+CONFORMANCE_COLUMNS = ["renderer", "format", "accepted", "exact", "total", "refused", "compile_ms", "fill_us",
+                       "fill_max_us"]
+CONFORMANCE_GROUP = 12
+
+
+def _template_render():
+    """``tests/template_render.py`` (the chat-template renderers live beside the corpus they render)."""
+    import sys
+
+    tests = str(Path(__file__).resolve().parent.parent / "tests")
+    if tests not in sys.path:
+        sys.path.insert(0, tests)
+    import template_render
+
+    return template_render
+
+
+def conformance_renderers(formats: list[str]) -> list[tuple[str, str]]:
+    """(renderer, format) for every renderer whose format is in ``formats``."""
+    return [(name, r.format) for name, r in _template_render().RENDERERS.items() if r.format in formats]
+
+
+def conformance_row(renderer: str, fmt: str, vocab, comp, max_tools: int = 0) -> dict:
+    """One row of the conformance table (see the module docstring)."""
+    import json
+    import statistics
+    import time
+
+    import xgrammar as xgr
+
+    from thinkgate.structured_output.tools import build_tool_constraint, get_tool_reader
+
+    tr = _template_render()
+    entries = corpus_entries()
+    if max_tools:
+        entries = entries[:max_tools]
+    taken, refused = [], 0
+    for e in entries:
+        try:
+            build_tool_constraint([e["tool"]], "required", format=fmt)
+            taken.append(e)
+        except ValueError:
+            refused += 1
+    stop = min(vocab.stop_token_ids)
+    accepted = exact = 0
+    compile_ms = 0.0
+    fills: list[float] = []
+    mask = xgr.allocate_token_bitmask(1, vocab.logits_width)
+    for g in range(0, len(taken), CONFORMANCE_GROUP):
+        group = taken[g:g + CONFORMANCE_GROUP]
+        tools = [e["tool"] for e in group]
+        c = build_tool_constraint(tools, "required", format=fmt)
+        comp.clear_cache()
+        t0 = time.perf_counter()
+        compiled = comp.compile(c)
+        compile_ms += (time.perf_counter() - t0) * 1e3
+        reader = get_tool_reader(fmt, tools, "required")
+        for e in group:
+            name = e["tool"]["function"]["name"]
+            for args in e["examples"]:
+                try:
+                    ids = tr.render_ids(renderer, [(name, args)], vocab)
+                except ValueError:
+                    continue
+                m = xgr.GrammarMatcher(compiled.grammar)
+                ok = True
+                for t in [*ids, stop]:
+                    t0 = time.perf_counter()
+                    m.fill_next_token_bitmask(mask)
+                    fills.append((time.perf_counter() - t0) * 1e6)
+                    if not (int(mask[0, t >> 5]) >> (t & 31)) & 1 or not m.accept_token(t):
+                        ok = False
+                        break
+                accepted += ok and m.is_terminated()
+                got = reader.read_ids(ids, vocab)
+                exact += (len(got.calls) == 1 and got.calls[0].name == name and not (got.content or "").strip()
+                          and _json_equal(json.loads(got.calls[0].arguments), args))
+    total = sum(len(e["examples"]) for e in entries)
+    return {"renderer": renderer, "format": fmt, "vocab": vocab.name, "accepted": accepted, "exact": exact,
+            "total": total, "refused": refused, "compile_ms": compile_ms,
+            "fill_us": statistics.median(fills) if fills else None, "fill_max_us": max(fills) if fills else None}
+
+
+def _json_equal(a, b) -> bool:
+    """Equal as JSON values: booleans are not numbers, ``1 == 1.0``."""
+    if isinstance(a, bool) or isinstance(b, bool):
+        return isinstance(a, bool) and isinstance(b, bool) and a == b
+    if isinstance(a, (int, float)) and isinstance(b, (int, float)):
+        return a == b
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(_json_equal(a[k], b[k]) for k in a)
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(_json_equal(x, y) for x, y in zip(a, b))
+    return type(a) is type(b) and a == b
 
 
 def _xgrammar_cold(fmt, vocab, tools, cache, args) -> float | None:

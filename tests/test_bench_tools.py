@@ -5,7 +5,7 @@ from __future__ import annotations
 from support import assert_table, read_rows
 
 from bench.__main__ import main as bench_main
-from bench.tools import _render_call, corpus_tools
+from bench.tools import CONFORMANCE_COLUMNS, _render_call, corpus_tools
 
 COLUMNS = ["format", "tools", "build_ms", "cold_ms", "cached_us", "xgr_cold_ms", "fill_us", "fill_max_us", "spec_kb"]
 
@@ -13,9 +13,11 @@ COLUMNS = ["format", "tools", "build_ms", "cold_ms", "cached_us", "xgr_cold_ms",
 def test_bench_tools_tiny(tmp_path, capsys):
     out = tmp_path / "tools.jsonl"
     rc = bench_main(["tools", "--formats", "hermes,deepseek_v31", "--sizes", "1,2", "--repeat", "1",
-                     "--threads", "1", "--out", str(out)])
+                     "--threads", "1", "--out", str(out), "--conformance-tools", "3"])
     assert rc == 0
-    assert_table(capsys.readouterr().out, COLUMNS)
+    printed = capsys.readouterr().out
+    assert_table(printed, COLUMNS)
+    assert_table(printed, CONFORMANCE_COLUMNS)
     rows = read_rows(out, "tools", COLUMNS)
     assert [(r["format"], r["tools"]) for r in rows] == [("hermes", 1), ("hermes", 2), ("deepseek_v31", 1),
                                                         ("deepseek_v31", 2)]
@@ -23,6 +25,13 @@ def test_bench_tools_tiny(tmp_path, capsys):
         assert r["cold_ms"] > 0 and r["cached_us"] > 0 and r["build_ms"] > 0 and r["xgr_cold_ms"] > 0
         assert r["cached_us"] < r["cold_ms"] * 1e3  # a cache hit is cheaper than a cold compile
         assert r["fill_us"] is not None and r["fill_us"] > 0  # our grammar accepted the rendered call
+    # the conformance table: the first 3 corpus tools (4 examples) as the Qwen3 and DeepSeek V3.1 templates
+    # write them, each accepted and read back
+    crows = read_rows(tmp_path / "tools-conformance.jsonl", "tools-conformance", CONFORMANCE_COLUMNS)
+    assert [(r["renderer"], r["format"]) for r in crows] == [("hermes", "hermes"), ("deepseek_v31", "deepseek_v31")]
+    for r in crows:
+        assert r["total"] == 4 and r["refused"] == 0 and r["accepted"] == r["exact"] == 4, r
+        assert r["compile_ms"] > 0 and 0 < r["fill_us"] <= r["fill_max_us"]
 
 
 def test_corpus_tools_past_the_corpus_are_renamed_copies():

@@ -1,0 +1,377 @@
+"""Tool calls as each model's own chat template writes them: the reference text for the conformance test.
+
+    render(name, calls, content="") -> str     # the assistant's text after its thinking, up to its stop token
+    render_ids(name, calls, vocabulary) -> ids # the same as token ids (Magistral: mistral-common's own encoder)
+
+``name`` is a renderer (:data:`RENDERERS`): a format name renders as that format's model family writes it,
+and a family with two ways of writing a call has a second renderer (``qwen3_5`` beside ``qwen3_coder``,
+``gpt_oss_template`` beside ``openai``). ``calls`` is ``[(tool name, arguments dict), ...]``.
+
+Each renderer is written by hand from the template it cites (the Jinja text read from the model's
+repository or a public copy of it, or the model's own Python encoder), never from thinkgate's format
+definitions. The template texts are not stored here: they are third-party code, and the rules below are
+the few lines of each that write a call. Jinja semantics the rules depend on, as Hugging Face
+transformers renders chat templates (``trim_blocks``, ``lstrip_blocks``):
+
+- ``x | tojson`` is ``json.dumps(x, ensure_ascii=False)`` (transformers overrides Jinja's filter): ``", "``
+  and ``": "`` separators, keys in the caller's order;
+- ``x | string`` and ``{{ x }}`` of a non-string are Python's ``str``: ``True``, ``False``, ``None``,
+  ``65.0``, ``1e-07``;
+- ``dictsort`` sorts keys case-insensitively.
+
+What a template cannot write raises ``ValueError`` (Llama 3.1's template refuses more than one call).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any
+
+Call = tuple[str, dict[str, Any]]
+
+__all__ = ["RENDERERS", "Renderer", "render", "render_ids", "mistral_ids"]
+
+
+def tojson(x: Any) -> str:
+    """Jinja's ``tojson`` as transformers defines it."""
+    return json.dumps(x, ensure_ascii=False)
+
+
+def jinja_str(x: Any) -> str:
+    """Jinja's ``| string`` (and ``{{ x }}``) of a value: Python's ``str``."""
+    return x if isinstance(x, str) else str(x)
+
+
+@dataclass(frozen=True)
+class Renderer:
+    name: str
+    format: str                 # the thinkgate format that must accept and read this text
+    source: str                 # where the template or encoder was read
+    write: Callable[[Sequence[Call], str], str]   # (calls, content) -> text after the thinking
+    parallel: bool = True       # the template can write more than one call in a turn
+    notes: str = ""
+
+
+# --------------------------------------------------------------------------------------------------
+# Qwen
+
+
+def _hermes(calls: Sequence[Call], content: str) -> str:
+    # Qwen3 chat_template: for each call, '\n' unless (first and no content); then
+    # '<tool_call>\n{"name": "' + name + '", "arguments": ' + (arguments | tojson) + '}\n</tool_call>'
+    out = content
+    for i, (name, args) in enumerate(calls):
+        if i or content:
+            out += "\n"
+        out += '<tool_call>\n{"name": "' + name + '", "arguments": ' + tojson(args) + "}\n</tool_call>"
+    return out
+
+
+def _qwen_value(v: Any) -> str:
+    # args_value | tojson | safe if args_value is mapping or (sequence and not string) else args_value | string
+    return tojson(v) if isinstance(v, (dict, list)) else jinja_str(v)
+
+
+def _qwen_function(name: str, args: dict[str, Any]) -> str:
+    body = "".join("<parameter=" + k + ">\n" + _qwen_value(v) + "\n</parameter>\n" for k, v in args.items())
+    return "<tool_call>\n<function=" + name + ">\n" + body + "</function>\n</tool_call>"
+
+
+def _qwen3_coder(calls: Sequence[Call], content: str) -> str:
+    # Qwen3-Coder: content|trim + '\n' when there is content, then '\n<tool_call>...' for every call
+    out = content.strip() + "\n" if content.strip() else ""
+    return out + "".join("\n" + _qwen_function(n, a) for n, a in calls)
+
+
+def _qwen3_5(calls: Sequence[Call], content: str) -> str:
+    # Qwen3.5 / 3.6: the first call after '\n\n' when there is content (none otherwise), later ones after '\n'
+    out = content
+    for i, (name, args) in enumerate(calls):
+        out += ("\n\n" if content.strip() else "") if i == 0 else "\n"
+        out += _qwen_function(name, args)
+    return out
+
+
+# --------------------------------------------------------------------------------------------------
+# Llama, Mistral
+
+
+def _llama3_json(calls: Sequence[Call], content: str) -> str:
+    # Llama 3.1 / 3.3 chat_template: raise_exception("This model only supports single tool-calls at once!")
+    # for more than one; '{"name": "' + name + '", ' + '"parameters": ' + (arguments | tojson) + '}'
+    if len(calls) != 1:
+        raise ValueError("the Llama 3.1 chat template writes exactly one tool call per turn")
+    if content:
+        raise ValueError("the Llama 3.1 chat template writes a tool call turn without content")
+    name, args = calls[0]
+    return '{"name": "' + name + '", "parameters": ' + tojson(args) + "}"
+
+
+_TEKKEN_SPECIALS = {32: "[ARGS]", 33: "[CALL_ID]", 34: "[THINK]", 35: "[/THINK]"}
+
+
+@lru_cache(maxsize=1)
+def _mistral_instruct():  # pragma: no cover - exercised through mistral_ids
+    """mistral-common's InstructTokenizerV13 (Magistral Small 2509's tokenizer version) over the tekken
+    table that mistral-common ships, with the v13 control tokens named in their slots (the shipped
+    tekken_240911.json predates them; Magistral's tokenizer names slots 32-35 [ARGS], [CALL_ID], [THINK],
+    [/THINK])."""
+    import mistral_common
+    from mistral_common.tokens.tokenizers.instruct import InstructTokenizerV13
+    from mistral_common.tokens.tokenizers.tekken import Tekkenizer
+
+    src = os.path.join(os.path.dirname(mistral_common.__file__), "data", "tekken_240911.json")
+    with open(src, encoding="utf-8") as f:
+        data = json.load(f)
+    specials = [{"rank": t["rank"], "token_str": str(getattr(t["token_str"], "value", t["token_str"])),
+                 "is_control": True} for t in Tekkenizer.DEPRECATED_SPECIAL_TOKENS]
+    for rank in range(len(specials), max(_TEKKEN_SPECIALS) + 1):
+        specials.append({"rank": rank, "token_str": _TEKKEN_SPECIALS.get(rank, f"<SPECIAL_{rank}>"), "is_control": True})
+    data["special_tokens"] = specials
+    data["config"]["version"] = "v13"
+    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False, encoding="utf-8") as f:
+        json.dump(data, f)
+        path = f.name
+    try:
+        return InstructTokenizerV13(Tekkenizer.from_file(path))
+    finally:
+        os.unlink(path)
+
+
+def mistral_ids(calls: Sequence[Call]) -> list[int]:
+    """Magistral's tool calls as token ids, from mistral-common's own encoder (``[TOOL_CALLS]`` name
+    ``[ARGS]`` ``json.dumps(arguments, ensure_ascii=False)`` per call, nothing between calls)."""
+    from mistral_common.protocol.instruct.messages import AssistantMessage
+    from mistral_common.protocol.instruct.tool_calls import FunctionCall, ToolCall
+
+    it = _mistral_instruct()
+    msg = AssistantMessage(tool_calls=[ToolCall(id=f"call{i:05d}", function=FunctionCall(name=n, arguments=a))
+                                       for i, (n, a) in enumerate(calls)])
+    return list(it._encode_tool_calls_in_assistant_message(msg))
+
+
+def _mistral(calls: Sequence[Call], content: str) -> str:
+    from mistral_common.tokens.tokenizers.base import SpecialTokenPolicy
+
+    return content + _mistral_instruct().tokenizer.decode(mistral_ids(calls), special_token_policy=SpecialTokenPolicy.KEEP)
+
+
+# --------------------------------------------------------------------------------------------------
+# DeepSeek
+
+
+def _deepseek_v3(calls: Sequence[Call], content: str) -> str:
+    # DeepSeek V3 / R1: content + '<｜tool▁calls▁begin｜>' + per call ('\n' between calls)
+    # '<｜tool▁call▁begin｜>' + type + '<｜tool▁sep｜>' + name + '\n```json\n' + arguments + '\n```<｜tool▁call▁end｜>'
+    # + '<｜tool▁calls▁end｜>' (then the end of sentence)
+    body = "\n".join("<｜tool▁call▁begin｜>function<｜tool▁sep｜>" + n + "\n```json\n" + tojson(a) + "\n```<｜tool▁call▁end｜>"
+                     for n, a in calls)
+    return content + "<｜tool▁calls▁begin｜>" + body + "<｜tool▁calls▁end｜>"
+
+
+def _deepseek_v31(calls: Sequence[Call], content: str) -> str:
+    # DeepSeek V3.1: '<｜tool▁call▁begin｜>' + name + '<｜tool▁sep｜>' + arguments + '<｜tool▁call▁end｜>', chained
+    body = "".join("<｜tool▁call▁begin｜>" + n + "<｜tool▁sep｜>" + tojson(a) + "<｜tool▁call▁end｜>" for n, a in calls)
+    return content + "<｜tool▁calls▁begin｜>" + body + "<｜tool▁calls▁end｜>"
+
+
+def _dsml(block: str) -> Callable[[Sequence[Call], str], str]:
+    # encoding_dsv32.py / encoding_dsv4.py: encode_arguments_to_dsml joins, with '\n', one
+    # '<｜DSML｜parameter name="{key}" string="{true|false}">{value}</｜DSML｜parameter>' per argument (a str
+    # verbatim, anything else to_json = json.dumps(ensure_ascii=False)); tool_call_template is
+    # '<｜DSML｜invoke name="{name}">\n{arguments}\n</｜DSML｜invoke>' (so no arguments leave a blank line);
+    # the calls, joined with '\n', go in '\n\n<｜DSML｜{block}>\n{tool_calls}\n</｜DSML｜{block}>' after the content.
+    def write(calls: Sequence[Call], content: str) -> str:
+        invokes = []
+        for name, args in calls:
+            params = "\n".join(
+                f'<｜DSML｜parameter name="{k}" string="{"true" if isinstance(v, str) else "false"}">'
+                f'{v if isinstance(v, str) else tojson(v)}</｜DSML｜parameter>' for k, v in args.items())
+            invokes.append(f'<｜DSML｜invoke name="{name}">\n{params}\n</｜DSML｜invoke>')
+        return content + f"\n\n<｜DSML｜{block}>\n" + "\n".join(invokes) + f"\n</｜DSML｜{block}>"
+    return write
+
+
+# --------------------------------------------------------------------------------------------------
+# Kimi, GLM, MiniMax
+
+
+def _kimi_k2(calls: Sequence[Call], content: str) -> str:
+    # Kimi K2 (-Instruct-0905, -Thinking) render_toolcalls: '<|tool_calls_section_begin|>' then per call
+    # '<|tool_call_begin|>' + id + '<|tool_call_argument_begin|>' + (arguments | tojson) + '<|tool_call_end|>',
+    # then '<|tool_calls_section_end|>'; the id is 'functions.{name}:{index}' (Kimi's tool-call id convention,
+    # the index counting calls in the conversation)
+    body = "".join(f"<|tool_call_begin|>functions.{n}:{i}<|tool_call_argument_begin|>{tojson(a)}<|tool_call_end|>"
+                   for i, (n, a) in enumerate(calls))
+    return content + "<|tool_calls_section_begin|>" + body + "<|tool_calls_section_end|>"
+
+
+def _glm_value(v: Any) -> str:
+    # v | tojson(ensure_ascii=False) if v is not string else v
+    return v if isinstance(v, str) else tojson(v)
+
+
+def _glm45(calls: Sequence[Call], content: str) -> str:
+    # GLM-4.5 / 4.6: content ('\n' + content|trim) then per call '\n<tool_call>' + name + '\n' and per argument
+    # '<arg_key>k</arg_key>\n<arg_value>v</arg_value>\n', then '</tool_call>'
+    out = "\n" + content.strip() if content.strip() else ""
+    for name, args in calls:
+        out += "\n<tool_call>" + name + "\n"
+        out += "".join(f"<arg_key>{k}</arg_key>\n<arg_value>{_glm_value(v)}</arg_value>\n" for k, v in args.items())
+        out += "</tool_call>"
+    return out
+
+
+def _glm47(calls: Sequence[Call], content: str) -> str:
+    # GLM-4.7 / GLM-5: content|trim, then per call '<tool_call>' + name + '<arg_key>k</arg_key><arg_value>v</arg_value>'
+    # ... + '</tool_call>', nothing between
+    out = content.strip()
+    for name, args in calls:
+        out += "<tool_call>" + name
+        out += "".join(f"<arg_key>{k}</arg_key><arg_value>{_glm_value(v)}</arg_value>" for k, v in args.items())
+        out += "</tool_call>"
+    return out
+
+
+def _minimax_m2(calls: Sequence[Call], content: str) -> str:
+    # MiniMax M2: content + '\n<minimax:tool_call>\n' + per call '<invoke name="N">\n' + per argument
+    # '<parameter name="k">' + (v | tojson if v is not string else v) + '</parameter>\n' + '</invoke>\n', then
+    # '</minimax:tool_call>'
+    out = content + "\n<minimax:tool_call>\n"
+    for name, args in calls:
+        out += f'<invoke name="{name}">\n'
+        out += "".join(f'<parameter name="{k}">{_glm_value(v)}</parameter>\n' for k, v in args.items())
+        out += "</invoke>\n"
+    return out + "</minimax:tool_call>"
+
+
+# --------------------------------------------------------------------------------------------------
+# Gemma 4
+
+
+def _gemma_argument(v: Any) -> str:
+    # format_argument(argument, escape_keys=False): string '<|"|>' + s + '<|"|>'; boolean true/false; mapping
+    # '{' + key:value for key, value in argument | dictsort + '}'; sequence '[' + items + ']'; else {{ argument }}
+    if isinstance(v, str):
+        return '<|"|>' + v + '<|"|>'
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, dict):
+        return "{" + ",".join(f"{k}:{_gemma_argument(x)}" for k, x in _dictsort(v)) + "}"
+    if isinstance(v, list):
+        return "[" + ",".join(_gemma_argument(x) for x in v) + "]"
+    return jinja_str(v)
+
+
+def _dictsort(d: dict[str, Any]) -> list[tuple[str, Any]]:
+    return sorted(d.items(), key=lambda kv: kv[0].lower())
+
+
+def _gemma4(calls: Sequence[Call], content: str) -> str:
+    # Gemma 4 chat template: per call '<|tool_call>call:' + name + '{' + key:format_argument(value) for key, value
+    # in arguments | dictsort, joined with ',' + '}<tool_call|>'; the content after the calls
+    out = "".join("<|tool_call>call:" + n + "{" + ",".join(f"{k}:{_gemma_argument(v)}" for k, v in _dictsort(a))
+                  + "}<tool_call|>" for n, a in calls)
+    return out + content
+
+
+# --------------------------------------------------------------------------------------------------
+# gpt-oss (harmony); the text after the prompt's '<|start|>assistant'
+
+
+def _harmony(calls: Sequence[Call], content: str) -> str:
+    # The harmony format guide (openai/harmony, and its renderer): a call is a commentary message whose header
+    # names the recipient after the channel and the content type after <|constrain|>:
+    # '<|channel|>commentary to=functions.N <|constrain|>json<|message|>{"location":"San Francisco"}<|call|>'
+    if len(calls) != 1:
+        raise ValueError("a harmony turn ends at its call (<|call|>): one call per turn")
+    if content:
+        raise ValueError("harmony writes content on its own channel, not in the call message")
+    name, args = calls[0]
+    return f"<|channel|>commentary to=functions.{name} <|constrain|>json<|message|>" + json.dumps(
+        args, ensure_ascii=False, separators=(",", ":"))
+
+
+def _gpt_oss_template(calls: Sequence[Call], content: str) -> str:
+    # gpt-oss chat_template.jinja: '<|start|>assistant to=' + 'functions.' + name + '<|channel|>commentary '
+    # + (content_type or 'json') + '<|message|>' + (arguments | tojson) + '<|call|>': the recipient in the role
+    # header, the content type without <|constrain|>
+    if len(calls) != 1:
+        raise ValueError("a harmony turn ends at its call (<|call|>): one call per turn")
+    if content:
+        raise ValueError("harmony writes content on its own channel, not in the call message")
+    name, args = calls[0]
+    return f" to=functions.{name}<|channel|>commentary json<|message|>" + tojson(args)
+
+
+# --------------------------------------------------------------------------------------------------
+# the table
+
+_HF = "https://huggingface.co/"
+RENDERERS: dict[str, Renderer] = {r.name: r for r in [
+    Renderer("hermes", "hermes", _HF + "Qwen/Qwen3-8B (tokenizer_config.json chat_template); "
+             "vllm-project/vllm examples/tool_chat_template_hermes.jinja", _hermes),
+    Renderer("qwen3_coder", "qwen3_coder", "vllm-project/vllm examples/tool_chat_template_qwen3coder.jinja "
+             "(Qwen3-Coder's template)", _qwen3_coder,
+             notes="objects and arrays as JSON, other non-strings with Jinja's | string (True, False, None)"),
+    Renderer("qwen3_5", "qwen3_coder", _HF + "Qwen/Qwen3.5 chat_template.jinja (the rule quoted in "
+             "vllm-project/vllm issue #38885 and PR #38996: 'Qwen3.5's chat template uses | string for scalar "
+             "tool-call arguments')", _qwen3_5,
+             notes="Qwen3.5 / 3.6: the same value rule as Qwen3-Coder's, its own whitespace between calls"),
+    Renderer("llama3_json", "llama3_json", _HF + "meta-llama/Llama-3.1-8B-Instruct chat_template (custom "
+             "tools, JSON); vllm-project/vllm examples/tool_chat_template_llama3.1_json.jinja", _llama3_json,
+             parallel=False),
+    Renderer("mistral", "mistral", "mistral-common InstructTokenizerV13._encode_tool_calls_in_assistant_message "
+             "(Magistral Small 2509, tokenizer v13): the encoder itself", _mistral),
+    Renderer("deepseek_v3", "deepseek_v3", _HF + "deepseek-ai/DeepSeek-V3-0324 chat_template; "
+             "vllm-project/vllm examples/tool_chat_template_deepseekv3.jinja", _deepseek_v3),
+    Renderer("deepseek_v31", "deepseek_v31", _HF + "deepseek-ai/DeepSeek-V3.1 chat_template; ggml-org/llama.cpp "
+             "models/templates/deepseek-ai-DeepSeek-V3.1.jinja", _deepseek_v31),
+    Renderer("deepseek_v32", "deepseek_v32", _HF + "deepseek-ai/DeepSeek-V3.2 encoding/encoding_dsv32.py",
+             _dsml("function_calls")),
+    Renderer("deepseek_v4", "deepseek_v4", _HF + "deepseek-ai/DeepSeek-V4 encoding/encoding_dsv4.py",
+             _dsml("tool_calls")),
+    Renderer("kimi_k2", "kimi_k2", _HF + "moonshotai/Kimi-K2-Thinking chat_template.jinja (render_toolcalls); "
+             "ggml-org/llama.cpp models/templates/moonshotai-Kimi-K2-Thinking.jinja", _kimi_k2),
+    Renderer("glm45", "glm45", _HF + "zai-org/GLM-4.6 chat_template.jinja; ggml-org/llama.cpp "
+             "models/templates/GLM-4.6.jinja", _glm45),
+    Renderer("glm47", "glm47", _HF + "zai-org/GLM-4.7 chat_template.jinja ('<tool_call>' + tc.name -}} ... "
+             "<arg_key>{{ k }}</arg_key><arg_value>...</arg_value>{% endfor %}</tool_call>)", _glm47),
+    Renderer("minimax_m2", "minimax_m2", _HF + "MiniMaxAI/MiniMax-M2 chat_template.jinja; ggml-org/llama.cpp "
+             "models/templates/unsloth-MiniMax-M2.jinja", _minimax_m2),
+    Renderer("gemma4", "gemma4", "vllm-project/vllm examples/tool_chat_template_gemma4.jinja (Gemma 4's "
+             "template: format_argument, dictsort)", _gemma4,
+             notes="keys sorted at every level; null written as Jinja writes None"),
+    Renderer("openai", "openai", "openai/harmony (the harmony format guide and its renderer)", _harmony,
+             parallel=False),
+    Renderer("gpt_oss_template", "openai", _HF + "openai/gpt-oss-20b chat_template.jinja", _gpt_oss_template,
+             parallel=False, notes="the recipient in the role header, 'commentary json' without <|constrain|>"),
+]}
+
+
+def render(name: str, calls: Sequence[Call], content: str = "") -> str:
+    """The assistant's text (after its thinking, before its stop token) with ``calls`` as the template of
+    renderer ``name`` writes them. ``ValueError`` for an unknown name or calls the template cannot write."""
+    r = RENDERERS.get(name)
+    if r is None:
+        raise ValueError(f"unknown renderer {name!r}; known: {', '.join(RENDERERS)}")
+    if not calls:
+        raise ValueError("no calls to render")
+    return r.write(list(calls), content)
+
+
+def render_ids(name: str, calls: Sequence[Call], vocabulary, content: str = "") -> list[int]:
+    """:func:`render` as token ids of ``vocabulary``: for ``mistral``, mistral-common's own ids (checked
+    to decode to the same text with ``vocabulary``); otherwise ``vocabulary.encode`` of the text."""
+    text = render(name, calls, content)
+    if name == "mistral" and not content:
+        ids = mistral_ids(calls)
+        if vocabulary.decode(ids) != text:
+            raise ValueError(f"{vocabulary.name} decodes mistral-common's ids differently: {vocabulary.decode(ids)!r}")
+        return ids
+    return vocabulary.encode(text)
