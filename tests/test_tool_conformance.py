@@ -203,19 +203,14 @@ read as other JSON types (``"null"``, ``"1.5e3"``, written raw by the XML templa
 harmony's one call per turn is a renderer's ``parallel=False``."""
 
 KNOWN_FAILING_BEFORE_FIX: list[Rule] = [
-    Rule(XML + DSML, NAMES_OUTSIDE_XML, "a declared parameter name outside [A-Za-z_][A-Za-z0-9_.-]* "
+    Rule(XML, NAMES_OUTSIDE_XML, "a declared parameter name outside [A-Za-z_][A-Za-z0-9_.-]* "
          "('año_vehiculo', '2fa_code') refuses the whole request with a ValueError"),
     Rule(("gemma4",), NAMES_OUTSIDE_IDENTIFIERS, "a declared parameter name outside [A-Za-z_][A-Za-z0-9_]* "
          "('Content-Type', 'user.email', 'año_vehiculo') refuses the whole request with a ValueError"),
-    Rule(DSML, NO_ARGUMENTS, "DSML with no arguments: the encoder writes a blank line inside the invoke; the "
-         "constraint rejects the second newline and the reader leaves the block as content"),
     Rule(("qwen3_coder", "qwen3_5"), TOP_LEVEL_BOOL_OR_NULL, "Qwen's templates write booleans and null with "
          "Jinja's | string (True, False, None); the constraint and the reader want JSON"),
     Rule(XML, UNTYPED_STRING, "a string under a schema with no plain string type (untyped, a union, a mixed "
          "enum) is written raw; the constraint wants JSON", modes=CONSTRAINED),
-    Rule(DSML, UNTYPED_STRING, "a string under a schema with no plain string type is written string=\"true\" "
-         "(encode_arguments_to_dsml types by the value); the constraint wants string=\"false\" and JSON",
-         modes=CONSTRAINED),
     Rule(XML, NON_STRING_VALUE_NOT_STRICT, "tool_choice auto: the XML reader ignores the schema's types of a "
          "tool that is not strict (numbers, booleans, arrays, objects come back as strings)", modes=("auto",)),
     Rule(tuple(r for r in RENDERERS if r != "gemma4"), CALLER_ORDER, "arguments in the caller's order, not the "
@@ -224,8 +219,6 @@ KNOWN_FAILING_BEFORE_FIX: list[Rule] = [
          "admits only schema order", modes=CONSTRAINED),
     Rule(("gemma4",), NULL_ANYWHERE, "Gemma 4's template writes null as None (no null branch in "
          "format_argument: Jinja's str of None); the format wants null"),
-    Rule(("gpt_oss_template",), tuple(BY_NAME), "the gpt-oss template writes the header 'commentary json' "
-         "without <|constrain|>; the constraint rejects ' json'", modes=CONSTRAINED),
 ]
 """Cases that fail today because of the format bugs issue 11 fixes, with the reason (the case lists are
 defined from what the examples hold, above)."""
@@ -344,9 +337,9 @@ def add_ready_request(fam, constraint):
     mgr.add_request(rid, constraint, vocab(fam.vocab).encode(fam.prompt), chat_template_kwargs=fam.kwargs or None,
                     include_reasoning=fam.include_reasoning)
     deadline = time.monotonic() + COMPILE_TIMEOUT_S + 10
-    while not mgr.is_ready(rid) and time.monotonic() < deadline:
+    while not mgr.is_compiled(rid) and time.monotonic() < deadline:
         time.sleep(0.005)
-    assert mgr.is_ready(rid) and mgr.error(rid) is None, mgr.error(rid)
+    assert mgr.is_compiled(rid) and mgr.error(rid) is None, mgr.error(rid)
     return mgr, rid
 
 
