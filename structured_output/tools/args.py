@@ -234,7 +234,10 @@ class XmlArgs(ArgsSyntax):
         parts: list[Fmt] = []
         for key, sub in props.items():
             self._check_key(tool, key, lit)
-            p = self._param(key, sub, defs, lit, max_whitespace)
+            try:
+                p = self._param(key, sub, defs, lit, max_whitespace)
+            except ValueError as e:
+                raise ValueError(f"tool {tool.name!r}, parameter {key!r}: {e}") from None
             parts.append(p if key in required else opt(p))
         missing = required - set(props)
         if missing:
