@@ -28,7 +28,8 @@ DESCRIPTION = "tool-choice constraint compile time, cold and cached, per format"
 
 # our format -> xgrammar's builtin model tag (where one exists)
 XGRAMMAR_TAGS = {
-    "hermes": "qwen_3", "qwen3_coder": "qwen_3_coder", "llama3_json": "llama", "deepseek_v3": "deepseek_r1",
+    "hermes": "qwen_3", "qwen3_coder": "qwen_3_coder", "qwen3_5": "qwen_3_coder", "qwen3_6": "qwen_3_coder",
+    "llama3_json": "llama", "deepseek_v3": "deepseek_r1",
     "deepseek_v31": "deepseek_v3_1", "deepseek_v32": "deepseek_v3_2", "deepseek_v4": "deepseek_v4",
     "kimi_k2": "kimi", "glm47": "glm_4_7", "minimax_m2": "minimax", "gemma4": "gemma_4", "openai": "harmony",
 }
