@@ -345,3 +345,29 @@ def test_declared_names_outside_the_key_pattern_pass_an_unenforced_constraint(fm
     finish(fam, c, fam.thinking + CALLS[fmt])
     got = get_tool_reader(fmt, [PING, loose], "required").read(CALLS[fmt])
     assert [(x.name, json.loads(x.arguments)) for x in got.calls] == [("register_vehicle", ARGS)]
+
+
+@pytest.mark.parametrize("text,schema,style,value", [
+    ("007", {"type": "string"}, "json", "007"),
+    ("7", {}, "json", 7),                                   # no type: a literal comes back typed
+    ("hello", {}, "python", "hello"),
+    ('"quoted"', {}, "json", '"quoted"'),                   # a JSON string is text here: str values are raw
+    ("True", {"type": "boolean"}, "python", True),
+    ("True", {"type": "boolean"}, "py_scalars", True),
+    ("None", {"type": ["string", "null"]}, "py_scalars", None),
+    ("None", {"type": ["string", "null"]}, "json", "None"),  # JSON has no None: the string
+    ("null", {"anyOf": [{"type": "string"}, {"type": "null"}]}, "json", None),
+    ("[1, 'a', None]", {"type": "array"}, "python", [1, "a", None]),
+    ("{'k': {'n': 1.5}}", {"type": "object"}, "python", {"k": {"n": 1.5}}),
+    ("{'a': (1, 2)}", {"type": "object"}, "python", "{'a': (1, 2)}"),  # a tuple is no JSON value
+    ("abc", {"type": "integer"}, "json", "abc"),            # no literal: the text (the policy judges it)
+    ("2", {"enum": ["eco", 2, None]}, "json", 2),
+    ("eco", {"enum": ["eco", 2, None]}, "python", "eco"),
+    ("3", {"anyOf": [{"type": "integer"}, {"type": "string", "enum": ["small"]}]}, "json", 3),
+    ("small", {"$ref": "#/$defs/S"}, "json", "small"),
+])
+def test_reader_types_a_value_by_its_schema(text: str, schema: Any, style: str, value: Any) -> None:
+    from thinkgate.structured_output.tools.xml_values import read_value
+    defs = {"$defs": {"S": {"type": "string"}}}
+    got = read_value(text, schema, defs, style)  # type: ignore[arg-type]
+    assert got == value and type(got) is type(value)
