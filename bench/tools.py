@@ -195,6 +195,8 @@ def _render_call(fmt: str, tool: dict) -> str | None:
     return {
         "hermes": f'<tool_call>\n{{"name": "get_weather", "arguments": {j}}}\n</tool_call>',
         "qwen3_coder": f"<tool_call>\n<function=get_weather>\n{xml['qwen3_coder']}</function>\n</tool_call>",
+        "qwen3_5": f"<tool_call>\n<function=get_weather>\n{xml['qwen3_coder']}</function>\n</tool_call>",
+        "qwen3_6": f"<tool_call>\n<function=get_weather>\n{xml['qwen3_coder']}</function>\n</tool_call>",
         "llama3_json": f'{{"name": "get_weather", "parameters": {j}}}',
         "mistral": f"[TOOL_CALLS]get_weather[ARGS]{j}",
         "deepseek_v3": f"<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>get_weather\n```json\n{j}\n```"

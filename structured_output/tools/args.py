@@ -4,9 +4,9 @@ Each syntax builds the structural-tag format of one tool's arguments and reads t
 definition, so the two cannot drift:
 
 - :class:`JsonArgs`: a JSON object (hermes, llama3, mistral, deepseek v3/v3.1, kimi, harmony);
-- :class:`XmlArgs`: one tag per parameter, raw text for string parameters and JSON for the others
-  (qwen3_coder ``<parameter=k>``, minimax ``<parameter name="k">``, DSML ``<｜DSML｜parameter ...>``,
-  GLM ``<arg_key>k</arg_key><arg_value>v</arg_value>``);
+- :class:`XmlArgs`: one tag per parameter, raw text for strings and the template's spelling for the
+  other values (``xml_values.py``) (qwen3_* ``<parameter=k>``, minimax ``<parameter name="k">``, DSML
+  ``<｜DSML｜parameter ...>``, GLM ``<arg_key>k</arg_key><arg_value>v</arg_value>``);
 - :class:`GemmaArgs`: Gemma 4's JSON-like syntax with unquoted keys and strings between ``<|"|>`` tokens.
 
 Raw string values are any text without the parameter's closing tag (a regex of character classes, so

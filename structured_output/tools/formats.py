@@ -13,6 +13,7 @@ from .args import GemmaArgs, JsonArgs, XmlArgs
 from .engine import CallFormat, ToolFormat
 from .harmony import HarmonyFormat
 from .json_calls import JsonCallsFormat
+from .xml_values import ValueStyle
 
 __all__ = ["register_tool_format", "get_tool_format", "list_tool_formats"]
 
@@ -65,13 +66,13 @@ register_tool_format(CallFormat(
 # generations' chat templates do: Qwen3-Coder `args_value | string` (True, None, ['a', 1]); Qwen3.5
 # `tojson` for mappings / sequences, `| string` for the rest (True, None, ["a", 1]); Qwen3.6 `tojson`
 # for every value that is not a string (true, null, ["a", 1]).
-def _qwen_xml(name: str, aliases: tuple[str, ...], models: str, values: str) -> CallFormat:
+def _qwen_xml(name: str, aliases: tuple[str, ...], models: str, values: ValueStyle) -> CallFormat:
     return CallFormat(
         name=name, aliases=aliases,
         description=f"{models}: <function=NAME><parameter=KEY>value</parameter>, non-string values {values}",
         markers=("<tool_call>", "</tool_call>", *_THINK),
         call_begin="<tool_call>\n<function={name}>\n",
-        args=XmlArgs("<parameter={key}>\n", "\n</parameter>\n", "</parameter>", values=values),  # type: ignore[arg-type]
+        args=XmlArgs("<parameter={key}>\n", "\n</parameter>\n", "</parameter>", values=values),
         call_end="</function>\n</tool_call>", call_sep="\n")
 
 
