@@ -150,8 +150,9 @@ def value_fmt(schema: Any, defs: Mapping[str, Any], style: ValueStyle, *, close:
 
 
 # Python's repr of a str: quoted with ' (or with " when the text has a ' and no "), escapes for the
-# backslash, the quote, \n \r \t and other unprintable characters
-_PY_ESCAPE = r"\\([\\nrt]|x[0-9a-f]{2}|u[0-9a-f]{4}|U[0-9a-f]{8})"
+# backslash, the quote, \n \r \t and other unprintable characters (\xhh, \uhhhh, \Uhhhhhhhh: the
+# rule takes the letter, the hex digits are ordinary characters after it, which keeps it short)
+_PY_ESCAPE = r"\\[\\nrtxuU]"
 
 
 def _cls_not(chars: set[str]) -> str:
@@ -188,22 +189,27 @@ def _cls_esc(c: str) -> str:
 class _PyWriter:
     """Non-string values as Python's ``str`` writes them (``python``; ``py_scalars``: arrays and
     objects as JSON). Objects follow the schema's property order; array length bounds other than
-    ``minItems >= 1`` are not enforced; values without a schema nest ``any_depth`` levels."""
+    ``minItems >= 1`` are not enforced; a value without a schema nests ``any_depth`` levels (its rule
+    holds each level four times: the bound keeps it small)."""
 
     defs: Mapping[str, Any]
     style: str
     close: str
     json_exclude: str
     ws: int | None
-    any_depth: int = 3
+    any_depth: int = 1
 
     def _string(self) -> Fmt:
         # repr quotes with " only a text that has a ' and no " (then no escaped quote); else with ',
         # escaping a ' (a text with both quotes)
+        # like JSON strings nested in a parameter, a Python string never holds ``json_exclude`` (``</``
+        # where the closing tag starts with it): the first closing tag after a value is its own, and
+        # the two-character exclusion keeps the rule small (it occurs at every string of the schema)
         ctrl = {"\\", "\n", "\r", "\t"}
-        single = "'" + _units_avoiding(self.close, ctrl | {"'"}, f"{_PY_ESCAPE}|\\\\'") + "'"
-        no_quote = _units_avoiding(self.close, ctrl | {'"', "'"}, _PY_ESCAPE)
-        with_apostrophe = _units_avoiding(self.close, ctrl | {'"'}, _PY_ESCAPE)
+        x = self.json_exclude
+        single = "'" + _units_avoiding(x, ctrl | {"'"}, r"\\[\\'nrtxuU]") + "'"
+        no_quote = _units_avoiding(x, ctrl | {'"', "'"}, _PY_ESCAPE)
+        with_apostrophe = _units_avoiding(x, ctrl | {'"'}, _PY_ESCAPE)
         double = '"' + no_quote + "'" + with_apostrophe + '"'
         return or_(regex(single), regex(double))
 
@@ -212,8 +218,8 @@ class _PyWriter:
             text = json.dumps(v, ensure_ascii=False)
         else:
             text = python_literal(v)
-        if self.close in text or (self.style == "py_scalars" and self.json_exclude in text):
-            raise ValueError(f"enum value {v!r} contains the closing tag {self.close!r}")
+        if self.close in text or self.json_exclude in text:
+            raise ValueError(f"enum value {v!r} contains {self.json_exclude!r}, which a value cannot hold here")
         return const(text)
 
     def _scalars(self) -> list[Fmt]:
@@ -277,17 +283,19 @@ class _PyWriter:
             return seq(const("{"), opt(seq(member, star(seq(const(", "), member)))), const("}"))
         items = [(seq(self._literal(k), const(": "), self.value(sub, depth + 1)), k in required)
                  for k, sub in props.items()]
-        # the first present property decides where the separators go: alternative k starts with it
+        first_required = next((i for i, (_, r) in enumerate(items) if r), None)
+        if first_required is not None:
+            # linear: the optional ones before the first required property each end with the separator
+            parts: list[Fmt] = [opt(seq(m, const(", "))) for m, _ in items[:first_required]]
+            parts.append(items[first_required][0])
+            parts += [seq(const(", "), m) if r else opt(seq(const(", "), m)) for m, r in items[first_required + 1:]]
+            return seq(const("{"), *parts, const("}"))
+        # no property required: the first present one decides where the separators go (alternative k
+        # starts with property k; quadratic in the properties of such an object)
         alts: list[Fmt] = []
-        for k, (first, req) in enumerate(items):
-            parts: list[Fmt] = [first]
-            for member, r in items[k + 1:]:
-                parts.append(seq(const(", "), member) if r else opt(seq(const(", "), member)))
-            alts.append(seq(*parts))
-            if req:
-                break
-        if not any(r for _, r in items):
-            alts.append(const(""))
+        for k, (first, _) in enumerate(items):
+            alts.append(seq(first, *[opt(seq(const(", "), m)) for m, _ in items[k + 1:]]))
+        alts.append(const(""))
         return seq(const("{"), or_(*alts), const("}"))
 
 
