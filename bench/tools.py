@@ -41,7 +41,8 @@ DESCRIPTION = "tool-choice constraint compile time, cold and cached, per format"
 
 # our format -> xgrammar's builtin model tag (where one exists)
 XGRAMMAR_TAGS = {
-    "hermes": "qwen_3", "qwen3_coder": "qwen_3_coder", "llama3_json": "llama", "deepseek_v3": "deepseek_r1",
+    "hermes": "qwen_3", "qwen3_coder": "qwen_3_coder", "qwen3_5": "qwen_3_coder", "qwen3_6": "qwen_3_coder",
+    "llama3_json": "llama", "deepseek_v3": "deepseek_r1",
     "deepseek_v31": "deepseek_v3_1", "deepseek_v32": "deepseek_v3_2", "deepseek_v4": "deepseek_v4",
     "kimi_k2": "kimi", "glm47": "glm_4_7", "minimax_m2": "minimax", "gemma4": "gemma_4", "openai": "harmony",
 }
@@ -334,6 +335,8 @@ def _render_call(fmt: str, tool: dict) -> str | None:
     return {
         "hermes": f'<tool_call>\n{{"name": "get_weather", "arguments": {j}}}\n</tool_call>',
         "qwen3_coder": f"<tool_call>\n<function=get_weather>\n{xml['qwen3_coder']}</function>\n</tool_call>",
+        "qwen3_5": f"<tool_call>\n<function=get_weather>\n{xml['qwen3_coder']}</function>\n</tool_call>",
+        "qwen3_6": f"<tool_call>\n<function=get_weather>\n{xml['qwen3_coder']}</function>\n</tool_call>",
         "llama3_json": f'{{"name": "get_weather", "parameters": {j}}}',
         "mistral": f"[TOOL_CALLS]get_weather[ARGS]{j}",
         "deepseek_v3": f"<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>get_weather\n```json\n{j}\n```"

@@ -18,7 +18,8 @@ __all__ = ["SYNTHETIC_FAMILIES", "synthetic_vocabulary", "format_vocabulary", "F
 # --------------------------------------------------------------------------------------------------
 # tool-format vocabularies: a vocabulary with each tool format's markers as control tokens
 #
-# Real offline vocabularies where one has the family's markers: Qwen3.6 (`hermes`, `qwen3_coder`),
+# Real offline vocabularies where one has the family's markers: Qwen3.6 (`hermes`, `qwen3_coder`,
+# `qwen3_5`, `qwen3_6`),
 # DeepSeek V4 (`deepseek_v3`, `deepseek_v31`, `deepseek_v32`, `deepseek_v4`), Magistral's tekken
 # (`mistral`). No offline vocabulary has the markers of Kimi K2, GLM-4.7, MiniMax M2, Gemma 4, gpt-oss
 # (harmony) or Llama 3: for those, `synthetic_vocabulary` is the Qwen3.6 table plus that family's
@@ -42,7 +43,7 @@ SYNTHETIC_FAMILIES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
 }
 
 FORMAT_VOCABULARY: dict[str, str] = {
-    "hermes": "qwen3_6", "qwen3_coder": "qwen3_6", "json": "qwen3_6",
+    "hermes": "qwen3_6", "qwen3_coder": "qwen3_6", "qwen3_5": "qwen3_6", "qwen3_6": "qwen3_6", "json": "qwen3_6",
     "deepseek_v3": "deepseek_v4", "deepseek_v31": "deepseek_v4", "deepseek_v32": "deepseek_v4",
     "deepseek_v4": "deepseek_v4", "mistral": "magistral",
     "kimi_k2": "kimi", "glm47": "glm", "glm45": "glm", "minimax_m2": "minimax", "gemma4": "gemma", "llama3_json": "llama",

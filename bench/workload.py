@@ -292,11 +292,17 @@ def _render_call(tool_format: str, name: str, args: dict[str, Any]) -> str:
     the library's format definitions, so that the bench checks them)."""
     if tool_format in ("hermes", "qwen3"):
         return f'<tool_call>\n{{"name": "{name}", "arguments": {json.dumps(args, ensure_ascii=False)}}}\n</tool_call>'
-    if tool_format in ("qwen3_coder", "qwen3_xml"):
-        params = "".join(f"<parameter={k}>\n{v if isinstance(v, str) else json.dumps(v, ensure_ascii=False)}\n</parameter>\n"
-                         for k, v in args.items())
+    if tool_format in ("qwen3_coder", "qwen3_5", "qwen3_6", "qwen3_xml"):
+        def value(v: Any) -> str:  # Qwen3-Coder `| string`; Qwen3.5 `tojson` for containers only; Qwen3.6 `tojson`
+            if isinstance(v, str):
+                return v
+            if tool_format == "qwen3_coder" or (tool_format == "qwen3_5" and not isinstance(v, (list, dict))):
+                return str(v)
+            return json.dumps(v, ensure_ascii=False)
+        params = "".join(f"<parameter={k}>\n{value(v)}\n</parameter>\n" for k, v in args.items())
         return f"<tool_call>\n<function={name}>\n{params}</function>\n</tool_call>"
-    raise ValueError(f"the bench renders tool calls for qwen3 / hermes / qwen3_coder, not {tool_format!r}")
+    raise ValueError(f"the bench renders tool calls for qwen3 / hermes / qwen3_coder / qwen3_5 / qwen3_6, "
+                     f"not {tool_format!r}")
 
 
 def _json_checker(schema: dict[str, Any]) -> Callable[[str], str | None]:

@@ -1,7 +1,7 @@
 """Hostile outputs for the tool readers and builders.
 
 - Marker text written with ordinary tokens is not a call: ``read_ids`` takes a marker only where the
-  model produced the control token (Qwen3.6 for hermes / qwen3_coder, Magistral for mistral, DeepSeek V4
+  model produced the control token (Qwen3.6 for hermes / qwen3_6, Magistral for mistral, DeepSeek V4
   for the deepseek formats, the synthetic harmony vocabulary for openai); ``read(text)`` trusts the text.
 - The request's rules hold whatever the entry point: ``none`` reads no calls, parallel calls off reads one
   (the rest stays content), a tool outside the allowed ones is content, strict arguments are validated.
@@ -33,7 +33,7 @@ PING = {"type": "function", "function": {"name": "ping"}}
 TOOLS = [NOTE, PING]
 
 # the formats with a real (or, for harmony, synthetic) vocabulary holding their markers as control tokens
-FORMATS = ["hermes", "qwen3_coder", "mistral", "deepseek_v4", "deepseek_v31", "openai"]
+FORMATS = ["hermes", "qwen3_6", "mistral", "deepseek_v4", "deepseek_v31", "openai"]
 SECTION = {"deepseek_v4": ("<｜DSML｜tool_calls>\n", "</｜DSML｜tool_calls>"),
            "deepseek_v31": ("<｜tool▁calls▁begin｜>", "<｜tool▁calls▁end｜>")}
 
@@ -46,7 +46,7 @@ def one_call(fmt: str, name: str, args: dict[str, Any]) -> str:
     """One call as the model writes it (without the section of the section formats)."""
     if fmt == "hermes":
         return f'<tool_call>\n{{"name": "{name}", "arguments": {json.dumps(args)}}}\n</tool_call>'
-    if fmt == "qwen3_coder":
+    if fmt == "qwen3_6":
         params = "".join(f"<parameter={k}>\n{_xml_value(v)}\n</parameter>\n" for k, v in args.items())
         return f"<tool_call>\n<function={name}>\n{params}</function>\n</tool_call>"
     if fmt == "mistral":
@@ -65,7 +65,7 @@ def one_call(fmt: str, name: str, args: dict[str, Any]) -> str:
 
 def calls_text(fmt: str, calls: list[tuple[str, dict[str, Any]]]) -> str:
     """A block of calls: in one section for the section formats, else one after the other."""
-    body = ("\n" if fmt in ("hermes", "qwen3_coder") else "").join(one_call(fmt, n, a) for n, a in calls)
+    body = ("\n" if fmt in ("hermes", "qwen3_6") else "").join(one_call(fmt, n, a) for n, a in calls)
     if fmt in SECTION:
         return SECTION[fmt][0] + body + SECTION[fmt][1]
     return body
@@ -150,12 +150,12 @@ def test_read_ids_takes_only_calls_made_of_control_tokens(fmt: str) -> None:
     assert read_calls(reader.read(v.decode(fake_ids))) == [("note", {"text": "hi"})]
 
 
-@pytest.mark.parametrize("fmt", ["hermes", "qwen3_coder", "deepseek_v4", "openai"])
+@pytest.mark.parametrize("fmt", ["hermes", "qwen3_6", "deepseek_v4", "openai"])
 def test_a_call_needs_every_marker_as_a_control_token(fmt: str) -> None:
     """A real opening marker with a spelled-out closing one is not a call."""
     v = vocab_of(fmt)
     call = calls_text(fmt, [("note", {"text": "hi"})])
-    closing = {"hermes": "</tool_call>", "qwen3_coder": "</tool_call>", "deepseek_v4": "</｜DSML｜tool_calls>",
+    closing = {"hermes": "</tool_call>", "qwen3_6": "</tool_call>", "deepseek_v4": "</｜DSML｜tool_calls>",
                "openai": "<|call|>"}[fmt]
     head, tail = call[:call.rindex(closing)], call[call.rindex(closing):]
     ids = real_ids(v, head) + spelled_ids(v, tail)
@@ -276,7 +276,7 @@ def _nested_schema(levels: int) -> dict[str, Any]:
     return s
 
 
-@pytest.mark.parametrize("fmt", ["hermes", "qwen3_coder", "json"])
+@pytest.mark.parametrize("fmt", ["hermes", "qwen3_6", "json"])
 def test_tool_schema_nested_past_the_limit_is_a_clear_error(fmt: str) -> None:
     deep = [{"type": "function", "function": {"name": "f", "parameters": _nested_schema(250)}}]
     with pytest.raises(ValueError, match=f"deeper than {MAX_TOOL_SCHEMA_DEPTH} levels"):
@@ -300,7 +300,8 @@ TRIGGERS = {
     "kimi_k2": "<|tool_calls_section_begin|><|tool_call_begin|>functions.f:0<|tool_call_argument_begin|>",
     "openai": "<|channel|>commentary to=functions.f <|constrain|>json<|message|>",
     "json": '[{"name": "f", "parameters": ',
-    "qwen3_coder": "<tool_call>\n<function=f>\n<parameter=x>\n",
+    "qwen3_6": "<tool_call>\n<function=f>\n<parameter=x>\n",
+    "qwen3_coder": "<tool_call>\n<function=f>\n<parameter=x>\n",  # a Python literal: ast, bounded
     "deepseek_v4": '<｜DSML｜tool_calls>\n<｜DSML｜invoke name="f">\n<｜DSML｜parameter name="x" string="false">',
     "glm47": "<tool_call>f<arg_key>x</arg_key><arg_value>",
     "minimax_m2": '<minimax:tool_call>\n<invoke name="f">\n<parameter name="x">',
@@ -355,7 +356,7 @@ SEGMENT = st.one_of(
 )
 
 
-@pytest.mark.parametrize("fmt", ["hermes", "qwen3_coder", "mistral", "deepseek_v4"])
+@pytest.mark.parametrize("fmt", ["hermes", "qwen3_6", "mistral", "deepseek_v4"])
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(segments=st.lists(SEGMENT, max_size=6))
 def test_only_calls_made_of_control_tokens_are_read(fmt: str, segments: list[tuple]) -> None:

@@ -6,7 +6,7 @@ reader returns the same calls, whose arguments validate against the tool schemas
 token (a wrong tool name, a missing required argument, text before a required call, a second call when
 parallel calls are off, a closing tag inside an XML string value) is rejected exactly at that token.
 
-Vocabularies: the real ones where they have the family's markers (Qwen3.6: hermes, qwen3_coder;
+Vocabularies: the real ones where they have the family's markers (Qwen3.6: hermes, qwen3_coder, qwen3_6;
 DeepSeek V4: deepseek_v3/v31/v32/v4; magistral: mistral). For kimi_k2, glm47, minimax_m2, gemma4,
 openai (harmony) and llama3_json no offline vocabulary has the markers: their vocabulary is the
 Qwen3.6 table plus the family's special tokens (labelled "synthetic" in its name).
@@ -257,6 +257,7 @@ def test_closing_tag_inside_string_value(fmt: str) -> None:
 
 
 IMPLICIT = {"hermes": "I should call a tool.\n", "qwen3_coder": "I should call a tool.\n",
+            "qwen3_6": "I should call a tool.\n",
             "deepseek_v32": "I should call a tool.", "deepseek_v4": "I should call a tool.",
             "deepseek_v3": "I should call a tool.", "deepseek_v31": "I should call a tool.",
             "kimi_k2": "<think>I should call a tool.", "glm47": "<think>I should call a tool.",

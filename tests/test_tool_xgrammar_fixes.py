@@ -73,10 +73,10 @@ def test_required_with_only_builtin_tools_is_an_error() -> None:
 
 
 def test_nested_json_string_cannot_hold_the_parameters_closing_tag() -> None:
-    """Qwen3-Coder XML: a JSON object parameter whose string holds ``</parameter>``. xgrammar's tag
+    """Qwen3.6 XML: a JSON object parameter whose string holds ``</parameter>``. xgrammar's tag
     accepts it, and a reader that cuts the parameter at ``</parameter>`` (vLLM's, ours) then gets
     broken JSON. Ours forbids ``</`` in nested JSON strings (JSON writes it ``<\\/``)."""
-    fam = FAMILIES["qwen3_coder"]
+    fam = FAMILIES["qwen3_6"]
     v = vocab(fam.vocab)
     head = "<tool_call>\n<function=create_user>\n<parameter=user>\n"
     value = '{"name": "a</parameter>b", "address": {"city": "Bern"}}'
@@ -84,7 +84,7 @@ def test_nested_json_string_cannot_hold_the_parameters_closing_tag() -> None:
     theirs = get_model_structural_tag("qwen_3_coder", tools=[USER], tool_choice="required", reasoning="disabled")
     assert xgr_accepts(fam.vocab, theirs, v.encode(head + value + tail) + [min(v.stop_token_ids)])
 
-    ours = build_tool_constraint([BY_NAME["create_user"]], "required", format="qwen3_coder")
+    ours = build_tool_constraint([BY_NAME["create_user"]], "required", format="qwen3_6")
     prefix = fam.thinking + head + '{"name": "a'
     assert_rejected_at(fam, ours, prefix, "</parameter>b")
     escaped = value.replace("</", "<\\/")  # the same JSON value, written safely

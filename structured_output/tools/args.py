@@ -4,9 +4,9 @@ Each syntax builds the structural-tag format of one tool's arguments and reads t
 definition, so the two cannot drift:
 
 - :class:`JsonArgs`: a JSON object (hermes, llama3, mistral, deepseek v3/v3.1, kimi, harmony);
-- :class:`XmlArgs`: one tag per parameter, raw text for string parameters and JSON for the others
-  (qwen3_coder ``<parameter=k>``, minimax ``<parameter name="k">``, DSML ``<｜DSML｜parameter ...>``,
-  GLM ``<arg_key>k</arg_key><arg_value>v</arg_value>``);
+- :class:`XmlArgs`: one tag per parameter, raw text for strings and the template's spelling for the
+  other values (``xml_values.py``) (qwen3_* ``<parameter=k>``, minimax ``<parameter name="k">``, DSML
+  ``<｜DSML｜parameter ...>``, GLM ``<arg_key>k</arg_key><arg_value>v</arg_value>``);
 - :class:`GemmaArgs`: Gemma 4's JSON-like syntax with unquoted keys and strings between ``<|"|>`` tokens.
 
 Raw string values are any text without the parameter's closing tag (a regex of character classes, so
@@ -25,6 +25,7 @@ from typing import Any
 from .marked import MAX_ARGUMENT_DEPTH, MarkedText, json_depth_ok
 from .request import ToolSpec
 from .syntax import Fmt, LiteralText, const, json_fmt, no_substring_regex, opt, or_, regex, seq, star
+from .xml_values import VALUE_STYLES, ValueStyle, read_value, value_fmt
 
 __all__ = ["ArgsSyntax", "JsonArgs", "XmlArgs", "GemmaArgs", "NoMatch", "resolve_ref", "is_raw_string"]
 
@@ -136,16 +137,26 @@ class XmlArgs(ArgsSyntax):
     ``false`` for DSML), the value, ``param_end``. ``close`` is the closing tag inside ``param_end``
     that a value never contains. Parameters follow the schema's order; required ones must appear.
     A tool whose arguments are not enforced takes any parameter names with raw text values (DSML:
-    raw or JSON as its ``string`` attribute says)."""
+    raw or JSON as its ``string`` attribute says).
+
+    ``values``: how the template writes a value that is not a string (``xml_values.py``: ``"json"``,
+    ``"py_scalars"``, ``"python"``); the reader types every value by the tool's schema, enforced or
+    not. Without ``{string}``, a parameter name is written literally: any declared name is accepted
+    but one holding a control token of the family or the character that ends a name in this syntax
+    (``>`` in ``<parameter=K>``, ``"`` in ``name="K"``), which is a ``ValueError`` naming the tool and
+    the parameter."""
 
     param_begin: str
     param_end: str
     close: str
     key_pattern: str = r"[A-Za-z_][A-Za-z0-9_.\-]*"
+    values: ValueStyle = "json"
 
     def __post_init__(self) -> None:
         if self.close not in self.param_end:
             raise ValueError("XmlArgs: close must occur in param_end")
+        if self.values not in VALUE_STYLES:
+            raise ValueError(f"XmlArgs: unknown value style {self.values!r}; known: {', '.join(VALUE_STYLES)}")
 
     @property
     def _json_exclude(self) -> str:
@@ -174,6 +185,10 @@ class XmlArgs(ArgsSyntax):
         return regex(no_substring_regex(self.close))
 
     def _param(self, key: str, sub: Any, defs: Mapping[str, Any], lit: LiteralText, ws: int | None) -> Fmt:
+        if not self._has_string_attr:
+            value = value_fmt(sub, defs, self.values, close=self.close, json_exclude=self._json_exclude,
+                              max_whitespace=ws)
+            return seq(lit(self._begin(key, True)), value, lit(self.param_end))
         raw = is_raw_string(sub, defs)
         if raw:
             value = self._raw_value(resolve_ref(sub, defs))
@@ -181,9 +196,12 @@ class XmlArgs(ArgsSyntax):
             value = json_fmt(_with_defs(sub, defs), max_whitespace=ws, excludes=[self._json_exclude])
         return seq(lit(self._begin(key, raw)), value, lit(self.param_end))
 
-    def _any_param(self, lit: LiteralText, ws: int | None) -> Fmt:
+    def _any_param(self, lit: LiteralText, ws: int | None, declared: tuple[str, ...] = ()) -> Fmt:
+        """A parameter of any name (the key pattern, or one of ``declared`` written literally)."""
         pre, post = self.param_begin.split("{key}")
-        raw = seq(lit(pre), regex(self.key_pattern), lit(post.replace("{string}", "true")),
+        names = [k for k in declared if not re.fullmatch(self.key_pattern, k)]
+        key = or_(regex(self.key_pattern), *[const(k) for k in names]) if names else regex(self.key_pattern)
+        raw = seq(lit(pre), key, lit(post.replace("{string}", "true")),
                   regex(no_substring_regex(self.close)), lit(self.param_end))
         if not self._has_string_attr:
             return raw
@@ -191,22 +209,35 @@ class XmlArgs(ArgsSyntax):
                  json_fmt(True, max_whitespace=ws, excludes=[self._json_exclude]), lit(self.param_end))
         return or_(raw, js)
 
-    def _check_key(self, tool: ToolSpec, key: str) -> None:
-        if not re.fullmatch(self.key_pattern, key):
+    def _check_key(self, tool: ToolSpec, key: str, lit: LiteralText) -> None:
+        if self._has_string_attr:
+            if not re.fullmatch(self.key_pattern, key):
+                raise ValueError(f"tool {tool.name!r}: parameter name {key!r} cannot be written in this format "
+                                 f"(must match {self.key_pattern})")
+            return
+        post = self.param_begin.split("{key}")[1]
+        first = lit.split(post)[0] if post else (False, "")
+        end = first[1] if first[0] else post[:1]  # what ends a name: a marker, or a character
+        bad = [m for m in lit.markers if m in key] + ([end] if end and end in key else [])
+        if bad:
             raise ValueError(f"tool {tool.name!r}: parameter name {key!r} cannot be written in this format "
-                             f"(must match {self.key_pattern})")
+                             f"(it contains {bad[0]!r}, which ends a name or is a control token)")
 
     def build(self, tool: ToolSpec, lit: LiteralText, max_whitespace: int | None) -> Fmt:
         if not tool.enforce:
-            return star(self._any_param(lit, max_whitespace))
+            declared = tuple((tool.parameters.get("properties") or {}) if not self._has_string_attr else ())
+            return star(self._any_param(lit, max_whitespace, declared))
         schema = tool.parameters
         defs = _defs_of(schema)
         props = schema.get("properties") or {}
         required = set(schema.get("required") or ())
         parts: list[Fmt] = []
         for key, sub in props.items():
-            self._check_key(tool, key)
-            p = self._param(key, sub, defs, lit, max_whitespace)
+            self._check_key(tool, key, lit)
+            try:
+                p = self._param(key, sub, defs, lit, max_whitespace)
+            except ValueError as e:
+                raise ValueError(f"tool {tool.name!r}, parameter {key!r}: {e}") from None
             parts.append(p if key in required else opt(p))
         missing = required - set(props)
         if missing:
@@ -245,8 +276,13 @@ class XmlArgs(ArgsSyntax):
         text = src.text
         schema = tool.parameters
         defs = _defs_of(schema)
-        props = schema.get("properties") or {} if tool.enforce else {}
-        keys = sorted(props, key=len, reverse=True)
+        declared: Mapping[str, Any] = schema.get("properties") or {}
+        if not isinstance(declared, Mapping):
+            declared = {}
+        # DSML's string attribute says how a value is written; the other syntaxes type by the schema
+        props = declared if tool.enforce or not self._has_string_attr else {}
+        extra = schema.get("additionalProperties", True)
+        keys = sorted(declared, key=len, reverse=True)
         k = self.param_end.index(self.close)
         out: dict[str, Any] = {}
         while src.match_literal(pos, call_end, lit) < 0:
@@ -257,13 +293,12 @@ class XmlArgs(ArgsSyntax):
                 raise NoMatch("unterminated parameter")
             if not src.plain(vstart, vend):
                 raise NoMatch("a control token inside a parameter value")
-            if key in props:
-                raw = is_raw_string(props[key], defs)
-            elif attr is not None:
-                raw = attr
+            if not self._has_string_attr:
+                sub = declared[key] if key in declared else (extra if isinstance(extra, Mapping) else True)
+                out[key] = read_value(text[vstart:vend], sub, defs, self.values)
             else:
-                raw = True
-            out[key] = text[vstart:vend] if raw else _json_value(text, vstart, vend)
+                raw = is_raw_string(props[key], defs) if key in props else bool(attr)
+                out[key] = text[vstart:vend] if raw else _json_value(text, vstart, vend)
             pos = vend + len(self.param_end)
         return json.dumps(out, ensure_ascii=False), pos
 

@@ -14,6 +14,7 @@ from .dsml import DsmlArgs
 from .engine import CallFormat, ToolFormat
 from .harmony import HarmonyFormat
 from .json_calls import JsonCallsFormat
+from .xml_values import ValueStyle
 
 __all__ = ["register_tool_format", "get_tool_format", "list_tool_formats"]
 
@@ -62,13 +63,23 @@ register_tool_format(CallFormat(
     call_begin='<tool_call>\n{"name": "{name}", "arguments": ', args=JsonArgs(), call_end="}\n</tool_call>",
     call_sep="\n"))
 
-register_tool_format(CallFormat(
-    name="qwen3_coder", aliases=("qwen3_xml", "qwen3_5", "qwen3_6"),
-    description="Qwen3-Coder / Qwen3.5+: <function=NAME><parameter=KEY>value</parameter>",
-    markers=("<tool_call>", "</tool_call>", *_THINK),
-    call_begin="<tool_call>\n<function={name}>\n",
-    args=XmlArgs("<parameter={key}>\n", "\n</parameter>\n", "</parameter>"),
-    call_end="</function>\n</tool_call>", call_sep="\n"))
+# One call syntax, three ways to write a value that is not a string (xml_values.py), as the three
+# generations' chat templates do: Qwen3-Coder `args_value | string` (True, None, ['a', 1]); Qwen3.5
+# `tojson` for mappings / sequences, `| string` for the rest (True, None, ["a", 1]); Qwen3.6 `tojson`
+# for every value that is not a string (true, null, ["a", 1]).
+def _qwen_xml(name: str, aliases: tuple[str, ...], models: str, values: ValueStyle) -> CallFormat:
+    return CallFormat(
+        name=name, aliases=aliases,
+        description=f"{models}: <function=NAME><parameter=KEY>value</parameter>, non-string values {values}",
+        markers=("<tool_call>", "</tool_call>", *_THINK),
+        call_begin="<tool_call>\n<function={name}>\n",
+        args=XmlArgs("<parameter={key}>\n", "\n</parameter>\n", "</parameter>", values=values),
+        call_end="</function>\n</tool_call>", call_sep="\n")
+
+
+register_tool_format(_qwen_xml("qwen3_coder", (), "Qwen3-Coder (30B-A3B, 480B-A35B Instruct)", "python"))
+register_tool_format(_qwen_xml("qwen3_5", ("qwen3.5",), "Qwen3.5", "py_scalars"))
+register_tool_format(_qwen_xml("qwen3_6", ("qwen3.6", "qwen3_xml"), "Qwen3.6", "json"))
 
 register_tool_format(CallFormat(
     name="llama3_json", aliases=("llama3", "llama"),
