@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .marked import MAX_ARGUMENT_DEPTH, MarkedText, json_depth_ok
+from .order import KEY_ORDERS, KeyOrder, Member, members_in_orders
 from .request import ToolSpec
 from .syntax import Fmt, LiteralText, const, json_fmt, no_substring_regex, opt, or_, regex, seq, star
 
@@ -278,11 +279,16 @@ _GEMMA_KEY_COLON = re.compile(_GEMMA_KEY + ":")  # the reader's "key:" (compiled
 @dataclass(frozen=True)
 class GemmaArgs(ArgsSyntax):
     """Gemma 4: ``{key:value,...}`` with unquoted keys, strings as ``<|"|>text<|"|>`` (the delimiter is
-    a token), numbers / booleans / null as JSON, at every nesting level, no whitespace. Objects follow
-    the schema's property order; array length bounds other than ``minItems >= 1`` are not enforced."""
+    a token), numbers / booleans as JSON, null as ``null`` or ``None`` (the first revision of the
+    template renders Python's None as such), at every nesting level, no whitespace. Gemma 4's
+    template writes every object's keys through ``dictsort``, so an object's keys may follow any of
+    ``key_orders`` (default: the schema's order or sorted, see :mod:`.order`) at every level, const and
+    enum objects included; required properties must appear in either. Array length bounds other than
+    ``minItems >= 1`` are not enforced. The reader takes keys in any order and returns them as written."""
 
     quote: str = '<|"|>'
     any_depth: int = 3
+    key_orders: tuple[KeyOrder, ...] = KEY_ORDERS
 
     def _string(self, lit: LiteralText, sub: Mapping[str, Any] | None = None) -> Fmt:
         if sub is not None and isinstance(sub.get("pattern"), str):
@@ -297,14 +303,22 @@ class GemmaArgs(ArgsSyntax):
                 raise ValueError(f"enum value {v!r} contains the string delimiter")
             return seq(lit(self.quote), const(v), lit(self.quote))
         if isinstance(v, dict):
-            return seq(const("{"), *_join_fmts([seq(const(k + ":"), self._literal(x, lit)) for k, x in v.items()]),
-                       const("}"))
+            members = [Member(k, seq(const(k + ":"), self._literal(x, lit)), True) for k, x in v.items()]
+            return seq(const("{"), members_in_orders(members, self.key_orders, ","), const("}"))
         if isinstance(v, list):
             return seq(const("["), *_join_fmts([self._literal(x, lit) for x in v]), const("]"))
+        if v is None:
+            return self._null()
         return const(json.dumps(v))
 
+    @staticmethod
+    def _null() -> Fmt:
+        # the template's first revision renders None with ``{{ argument }}`` (Python's ``None``), later
+        # ones write ``null``
+        return or_(const("null"), const("None"))
+
     def _any(self, lit: LiteralText, depth: int) -> Fmt:
-        scalars = [self._string(lit), json_fmt({"type": ["number", "boolean", "null"]}, max_whitespace=None)]
+        scalars = [self._string(lit), json_fmt({"type": ["number", "boolean"]}, max_whitespace=None), self._null()]
         if depth <= 0:
             return or_(*scalars)
         inner = self._any(lit, depth - 1)
@@ -342,7 +356,9 @@ class GemmaArgs(ArgsSyntax):
             tail = star(seq(const(","), item))
             body = seq(item, tail) if int(s.get("minItems", 0) or 0) >= 1 else opt(seq(item, tail))
             return seq(const("["), body, const("]"))
-        if t in ("integer", "number", "boolean", "null"):
+        if t == "null":
+            return self._null()
+        if t in ("integer", "number", "boolean"):
             return json_fmt(s, max_whitespace=None)
         return self._any(lit, self.any_depth)
 
@@ -352,23 +368,13 @@ class GemmaArgs(ArgsSyntax):
         if not props:
             member = seq(regex(_GEMMA_KEY), const(":"), self._any(lit, self.any_depth - 1))
             return seq(const("{"), opt(seq(member, star(seq(const(","), member)))), const("}"))
-        items: list[tuple[Fmt, bool]] = []
+        members: list[Member] = []
         for key, sub in props.items():
             if not re.fullmatch(_GEMMA_KEY, key):
                 raise ValueError(f"tool {tool.name!r}: property name {key!r} cannot be written in the gemma format")
-            items.append((seq(const(key + ":"), self._value(sub, defs, lit, tool, depth + 1)), key in required))
-        # the first present property decides where commas go: alternative k = property k is the first
-        alts: list[Fmt] = []
-        for k, (first, _) in enumerate(items):
-            parts: list[Fmt] = [first]
-            for member, req in items[k + 1:]:
-                parts.append(seq(const(","), member) if req else opt(seq(const(","), member)))
-            alts.append(seq(*parts))
-            if items[k][1]:  # a required property cannot be skipped: later ones cannot be first
-                break
-        if not any(req for _, req in items):
-            alts.append(const(""))
-        return seq(const("{"), or_(*alts), const("}"))
+            members.append(Member(key, seq(const(key + ":"), self._value(sub, defs, lit, tool, depth + 1)),
+                                  key in required))
+        return seq(const("{"), members_in_orders(members, self.key_orders, ","), const("}"))
 
     def build(self, tool: ToolSpec, lit: LiteralText, max_whitespace: int | None) -> Fmt:
         return self._value(tool.schema, _defs_of(tool.schema), lit, tool)
@@ -414,6 +420,8 @@ class GemmaArgs(ArgsSyntax):
                     return arr, p + 1
                 else:
                     raise NoMatch("expected , or ]")
+        if text.startswith("None", p) and src.plain(p, p + 4):
+            return None, p + 4
         try:
             v, end = _DECODER.raw_decode(text, p)
         except (json.JSONDecodeError, RecursionError) as e:
