@@ -18,7 +18,9 @@ every member may be absent unless required, and the separator goes only between 
 
 - with a required member ``r`` (the first one in that order): the optional members before it are
   ``(m sep)?``, then ``r``, then ``(sep m)`` / ``(sep m)?`` for the rest: each member once;
-- with none required: ``(G1)?`` with ``Gk = mk | (mk sep)? G(k+1)`` and ``Gn = mn``: each member twice.
+- with none required: ``(Rn)?`` with ``R1 = m1`` and ``Rk = mk | R(k-1) (sep mk)?``: each member twice
+  in the tree, but a value is only ever read by one path (as the first present member, or after a
+  separator), so a mask fill inside it costs what it costs in one sequence.
 
 So a body of ``n`` members in ``k`` orders has at most ``2kn`` member copies (never ``n!`` or ``n²``).
 A nested object repeats its body per order of each enclosing level (a structural tag is a tree):
@@ -76,10 +78,12 @@ def _joined(members: Sequence[Member], sep: str) -> Fmt:
         return const("")
     first = next((i for i, m in enumerate(members) if m.required), None)
     if first is None:
-        g = members[-1].fmt
-        for m in reversed(members[:-1]):
-            g = or_(m.fmt, seq(opt(seq(m.fmt, const(sep))), g))
-        return opt(g)
+        # R1 = m1, Rk = mk | R(k-1) (sep mk)?: a member's value is read by one path, as the first
+        # present member or as one after a separator (the form mk | (mk sep)? G(k+1) reads it twice)
+        r = members[0].fmt
+        for m in members[1:]:
+            r = or_(m.fmt, seq(r, opt(seq(const(sep), m.fmt))))
+        return opt(r)
     parts: list[Fmt] = [opt(seq(m.fmt, const(sep))) for m in members[:first]]
     parts.append(members[first].fmt)
     for m in members[first + 1:]:
