@@ -11,7 +11,8 @@ The expected texts are written by hand from the templates:
   ``,``-joined + ``}``, a sequence as ``[`` + items + ``]``, anything else with ``{{ argument }}``
   (Python's ``str``: ``420.5``, ``2``; ``None`` in the first revision, ``null`` in later ones, which
   test ``argument is none``). Jinja's ``dictsort`` is case-insensitive by default and stable, so
-  ``Date`` sorts between ``cabin`` and ``destination``.
+  ``Date`` sorts between ``cabin`` and ``destination``. A model that writes its caller's order (the
+  schema's) writes it at every level too; a call that mixes the two orders is rejected.
 - Qwen3 (hermes), https://huggingface.co/Qwen/Qwen3-8B/blob/main/tokenizer_config.json:
   ``'<tool_call>\\n{"name": "' + name + '", "arguments": ' + (arguments | tojson) + '}\\n</tool_call>'``;
   transformers binds ``tojson`` to ``json.dumps(x, ensure_ascii=False, sort_keys=False)``
@@ -88,14 +89,11 @@ GEMMA_SCHEMA = (
     f"flexible:false,max_price:420.5,traveller:{{name:{Q}Ana{Q},age:34,email:{Q}ana@example.org{Q}}},"
     f"stops:[{{city:{Q}Paris{Q},airport:{Q}CDG{Q}}},{{city:{Q}Madrid{Q}}}]"
     "}<tool_call|>")
-# sorted outside, schema order inside (each object follows one of the two orders on its own)
-GEMMA_MIXED = (
+# sorted outside, schema order inside: no template writes that (a call is in one order throughout)
+GEMMA_MIXED_HEAD = (
     "<|tool_call>call:book_flight{"
     f"cabin:{Q}economy{Q},Date:{Q}2026-12-24{Q},destination:{Q}Lisbon{Q},flexible:false,max_price:420.5,"
-    f"origin:{Q}Zürich{Q},passengers:2,"
-    f"stops:[{{city:{Q}Paris{Q},airport:{Q}CDG{Q}}},{{city:{Q}Madrid{Q}}}],"
-    f"traveller:{{name:{Q}Ana{Q},age:34,email:{Q}ana@example.org{Q}}}"
-    "}<tool_call|>")
+    f"origin:{Q}Zürich{Q},passengers:2,stops:[{{city:{Q}Paris{Q}")
 # the first template revision: None rendered by {{ argument }}; the minimum of required keys, sorted
 GEMMA_NONE = (f"<|tool_call>call:book_flight{{destination:{Q}Lisbon{Q},max_price:None,origin:{Q}Oslo{Q},"
               f"passengers:1,traveller:{{age:40,name:{Q}Bo{Q}}}}}<tool_call|>")
@@ -131,7 +129,7 @@ def test_dictsort_is_jinja_default_case_insensitive_and_stable():
     assert dictsort_keys(["Tags", "tags"]) == ["Tags", "tags"]
 
 
-@pytest.mark.parametrize("text", [GEMMA_SORTED, GEMMA_SCHEMA, GEMMA_MIXED], ids=["sorted", "schema", "mixed"])
+@pytest.mark.parametrize("text", [GEMMA_SORTED, GEMMA_SCHEMA], ids=["sorted", "schema"])
 @pytest.mark.parametrize("mode", ["required", "named"])
 def test_gemma4_keys_sorted_or_in_schema_order_are_accepted_and_read_back_exactly(mode, text):
     c, choice = _gemma_constraint(mode)
@@ -190,7 +188,9 @@ CALL = GEMMA.thinking + "<|tool_call>call:book_flight{"
     # nested: sorted is age, email, name; schema is name, age, email
     # (after age, name: sorted ends there, and schema order cannot start with age)
     (f"destination:{Q}Lisbon{Q},origin:{Q}O{Q},passengers:1,traveller:{{age:3,name:{Q}A{Q}", f",email:{Q}e{Q}}}}}"),
-], ids=["schema-then-other", "sorted-then-other", "nested"])
+    # sorted at the top, then a nested object in the schema's order (sorted: airport before city)
+    (GEMMA_MIXED_HEAD[len("<|tool_call>call:book_flight{"):], f",airport:{Q}CDG{Q}}}]"),
+], ids=["schema-then-other", "sorted-then-other", "nested", "mixed"])
 def test_gemma4_an_order_that_is_neither_is_rejected(good, bad):
     c, _ = _gemma_constraint("required")
     assert_rejected_at(GEMMA, c, CALL + good, bad)
@@ -242,6 +242,27 @@ def test_object_bodies_grow_linearly_with_the_properties():
     assert members_in_orders(ms, ("schema", "sorted"), ",") == members_in_orders(ms, ("schema",), ",")
     with pytest.raises(ValueError, match="unknown key order"):
         members_in_orders(ms, ("random",), ",")  # type: ignore[arg-type]
+
+
+def test_gemma4_nesting_does_not_multiply_the_orders():
+    def nested(depth: int) -> dict[str, Any]:
+        s: dict[str, Any] = {"type": "integer"}
+        for _ in range(depth):  # keys in reverse order at every level: the two orders differ everywhere
+            s = {"type": "object", "properties": {"b": s, "a": {"type": "integer"}}, "required": ["b", "a"]}
+        return {"type": "function", "function": {"name": "deep", "parameters": s}}
+
+    def size(depth: int) -> int:
+        c = build_tool_constraint([nested(depth)], "required", format="gemma4")
+        return len(c.spec)
+
+    assert size(12) < 2.5 * size(6)  # one or per object would make it 64x
+    c, choice = _gemma_constraint("required", tools=(nested(3),))
+    sorted_text = "<|tool_call>call:deep{a:1,b:{a:2,b:{a:3,b:0}}}<tool_call|>"
+    schema_text = "<|tool_call>call:deep{b:{b:{b:0,a:3},a:2},a:1}<tool_call|>"
+    for text in (sorted_text, schema_text):
+        finish(GEMMA, c, GEMMA.thinking + text)
+        assert json.loads(_read(GEMMA, [nested(3)], choice, text)[0].arguments) == {"a": 1, "b": {"a": 2, "b": {"a": 3, "b": 0}}}
+    assert_rejected_at(GEMMA, c, GEMMA.thinking + "<|tool_call>call:deep{a:1,b:{a:2,b:{", "b:0,a:3}}}<tool_call|>")
 
 
 # --------------------------------------------------------------------------------------------------

@@ -281,9 +281,10 @@ class GemmaArgs(ArgsSyntax):
     """Gemma 4: ``{key:value,...}`` with unquoted keys, strings as ``<|"|>text<|"|>`` (the delimiter is
     a token), numbers / booleans as JSON, null as ``null`` or ``None`` (the first revision of the
     template renders Python's None as such), at every nesting level, no whitespace. Gemma 4's
-    template writes every object's keys through ``dictsort``, so an object's keys may follow any of
+    template writes every object's keys through ``dictsort``: a call's keys follow one of
     ``key_orders`` (default: the schema's order or sorted, see :mod:`.order`) at every level, const and
-    enum objects included; required properties must appear in either. Array length bounds other than
+    enum objects included (a call that mixes the two orders is rejected); required properties must
+    appear in either. Array length bounds other than
     ``minItems >= 1`` are not enforced. The reader takes keys in any order and returns them as written."""
 
     quote: str = '<|"|>'
@@ -297,16 +298,16 @@ class GemmaArgs(ArgsSyntax):
             body = regex(no_substring_regex(self.quote))
         return seq(lit(self.quote), body, lit(self.quote))
 
-    def _literal(self, v: Any, lit: LiteralText) -> Fmt:
+    def _literal(self, v: Any, lit: LiteralText, order: KeyOrder) -> Fmt:
         if isinstance(v, str):
             if self.quote in v:
                 raise ValueError(f"enum value {v!r} contains the string delimiter")
             return seq(lit(self.quote), const(v), lit(self.quote))
         if isinstance(v, dict):
-            members = [Member(k, seq(const(k + ":"), self._literal(x, lit)), True) for k, x in v.items()]
-            return seq(const("{"), members_in_orders(members, self.key_orders, ","), const("}"))
+            members = [Member(k, seq(const(k + ":"), self._literal(x, lit, order)), True) for k, x in v.items()]
+            return seq(const("{"), members_in_orders(members, (order,), ","), const("}"))
         if isinstance(v, list):
-            return seq(const("["), *_join_fmts([self._literal(x, lit) for x in v]), const("]"))
+            return seq(const("["), *_join_fmts([self._literal(x, lit, order) for x in v]), const("]"))
         if v is None:
             return self._null()
         return const(json.dumps(v))
@@ -327,32 +328,33 @@ class GemmaArgs(ArgsSyntax):
         obj = seq(const("{"), opt(seq(member, star(seq(const(","), member)))), const("}"))
         return or_(*scalars, arr, obj)
 
-    def _value(self, schema: Any, defs: Mapping[str, Any], lit: LiteralText, tool: ToolSpec, depth: int = 0) -> Fmt:
+    def _value(self, schema: Any, defs: Mapping[str, Any], lit: LiteralText, tool: ToolSpec, order: KeyOrder,
+               depth: int = 0) -> Fmt:
         s = resolve_ref(schema, defs)
         if s is True or s == {} or not isinstance(s, Mapping):
             return self._any(lit, self.any_depth)
         if depth > 16:
             raise ValueError(f"tool {tool.name!r}: schema nested too deeply for the gemma format")
         if "const" in s:
-            return self._literal(s["const"], lit)
+            return self._literal(s["const"], lit, order)
         if isinstance(s.get("enum"), list) and s["enum"]:
-            return or_(*[self._literal(v, lit) for v in s["enum"]])
+            return or_(*[self._literal(v, lit, order) for v in s["enum"]])
         for key in ("anyOf", "oneOf"):
             if isinstance(s.get(key), list) and s[key]:
                 base = {k: v for k, v in s.items() if k != key}
-                return or_(*[self._value({**base, **alt} if isinstance(alt, Mapping) else alt, defs, lit, tool, depth + 1)
-                             for alt in s[key]])
+                return or_(*[self._value({**base, **alt} if isinstance(alt, Mapping) else alt, defs, lit, tool, order,
+                                         depth + 1) for alt in s[key]])
         t = s.get("type")
         if isinstance(t, list):
-            return or_(*[self._value({**s, "type": x}, defs, lit, tool, depth + 1) for x in t])
+            return or_(*[self._value({**s, "type": x}, defs, lit, tool, order, depth + 1) for x in t])
         if t is None:
             t = "object" if "properties" in s else ("array" if "items" in s else None)
         if t == "string":
             return self._string(lit, s)
         if t == "object":
-            return self._object(s, defs, lit, tool, depth)
+            return self._object(s, defs, lit, tool, order, depth)
         if t == "array":
-            item = self._value(s.get("items", True), defs, lit, tool, depth + 1)
+            item = self._value(s.get("items", True), defs, lit, tool, order, depth + 1)
             tail = star(seq(const(","), item))
             body = seq(item, tail) if int(s.get("minItems", 0) or 0) >= 1 else opt(seq(item, tail))
             return seq(const("["), body, const("]"))
@@ -362,7 +364,8 @@ class GemmaArgs(ArgsSyntax):
             return json_fmt(s, max_whitespace=None)
         return self._any(lit, self.any_depth)
 
-    def _object(self, s: Mapping[str, Any], defs: Mapping[str, Any], lit: LiteralText, tool: ToolSpec, depth: int) -> Fmt:
+    def _object(self, s: Mapping[str, Any], defs: Mapping[str, Any], lit: LiteralText, tool: ToolSpec, order: KeyOrder,
+                depth: int) -> Fmt:
         props: Mapping[str, Any] = s.get("properties") or {}
         required = set(s.get("required") or ())
         if not props:
@@ -372,12 +375,19 @@ class GemmaArgs(ArgsSyntax):
         for key, sub in props.items():
             if not re.fullmatch(_GEMMA_KEY, key):
                 raise ValueError(f"tool {tool.name!r}: property name {key!r} cannot be written in the gemma format")
-            members.append(Member(key, seq(const(key + ":"), self._value(sub, defs, lit, tool, depth + 1)),
+            members.append(Member(key, seq(const(key + ":"), self._value(sub, defs, lit, tool, order, depth + 1)),
                                   key in required))
-        return seq(const("{"), members_in_orders(members, self.key_orders, ","), const("}"))
+        return seq(const("{"), members_in_orders(members, (order,), ","), const("}"))
 
     def build(self, tool: ToolSpec, lit: LiteralText, max_whitespace: int | None) -> Fmt:
-        return self._value(tool.schema, _defs_of(tool.schema), lit, tool)
+        # one order for the whole call (an or of whole arguments): k orders cost at most k copies
+        # whatever the nesting, where one or per object would multiply them at every level
+        alts: list[Fmt] = []
+        for order in dict.fromkeys(self.key_orders or ("schema",)):
+            f = self._value(tool.schema, _defs_of(tool.schema), lit, tool, order)
+            if f not in alts:  # the orders coincide at every level
+                alts.append(f)
+        return or_(*alts)
 
     # -- reader
     def _read_value(self, src: MarkedText, p: int, depth: int = 0) -> tuple[Any, int]:

@@ -23,8 +23,11 @@ every member may be absent unless required, and the separator goes only between 
   separator), so a mask fill inside it costs what it costs in one sequence.
 
 So a body of ``n`` members in ``k`` orders has at most ``2kn`` member copies (never ``n!`` or ``n²``).
-A nested object repeats its body per order of each enclosing level (a structural tag is a tree):
-a schema whose nested objects have keys already sorted pays nothing for it.
+A structural tag is a tree: an ``or`` of orders in every object would copy each nested object once
+per order of every enclosing level (``k^depth``). A format that admits several orders therefore
+applies one order to a whole call (Gemma 4's template sorts every level, a caller's dict keeps its
+order at every level): the arguments are an ``or`` of at most ``k`` whole trees, one per distinct
+order, each object in it built with :func:`members_in_orders` for that single order.
 """
 
 from __future__ import annotations
