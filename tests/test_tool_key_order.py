@@ -31,7 +31,8 @@ import pytest
 from support import FAMILIES, assert_rejected_at, finish, vocab
 
 from thinkgate.structured_output.tools import build_tool_constraint, get_tool_reader
-from thinkgate.structured_output.tools.order import dictsort_keys, members_in_orders, Member
+from thinkgate.structured_output.tools.args import GemmaArgs
+from thinkgate.structured_output.tools.order import Member, dictsort_keys, members_in_orders
 from thinkgate.structured_output.tools.syntax import const
 
 GEMMA = FAMILIES["gemma4"]
@@ -242,6 +243,8 @@ def test_object_bodies_grow_linearly_with_the_properties():
     assert members_in_orders(ms, ("schema", "sorted"), ",") == members_in_orders(ms, ("schema",), ",")
     with pytest.raises(ValueError, match="unknown key order"):
         members_in_orders(ms, ("random",), ",")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="key_orders must be"):
+        GemmaArgs(key_orders=("random",))  # type: ignore[arg-type]
 
 
 def test_gemma4_nesting_does_not_multiply_the_orders():

@@ -284,12 +284,17 @@ class GemmaArgs(ArgsSyntax):
     template writes every object's keys through ``dictsort``: a call's keys follow one of
     ``key_orders`` (default: the schema's order or sorted, see :mod:`.order`) at every level, const and
     enum objects included (a call that mixes the two orders is rejected); required properties must
-    appear in either. Array length bounds other than
-    ``minItems >= 1`` are not enforced. The reader takes keys in any order and returns them as written."""
+    appear in either. Array length bounds other than ``minItems >= 1`` are not enforced. The reader
+    takes keys in any order and returns them as written."""
 
     quote: str = '<|"|>'
     any_depth: int = 3
     key_orders: tuple[KeyOrder, ...] = KEY_ORDERS
+
+    def __post_init__(self) -> None:
+        unknown = [o for o in self.key_orders if o not in KEY_ORDERS]
+        if unknown or not self.key_orders:
+            raise ValueError(f"GemmaArgs: key_orders must be a non-empty subset of {KEY_ORDERS}, got {self.key_orders}")
 
     def _string(self, lit: LiteralText, sub: Mapping[str, Any] | None = None) -> Fmt:
         if sub is not None and isinstance(sub.get("pattern"), str):
@@ -383,7 +388,7 @@ class GemmaArgs(ArgsSyntax):
         # one order for the whole call (an or of whole arguments): k orders cost at most k copies
         # whatever the nesting, where one or per object would multiply them at every level
         alts: list[Fmt] = []
-        for order in dict.fromkeys(self.key_orders or ("schema",)):
+        for order in dict.fromkeys(self.key_orders):
             f = self._value(tool.schema, _defs_of(tool.schema), lit, tool, order)
             if f not in alts:  # the orders coincide at every level
                 alts.append(f)
