@@ -25,6 +25,13 @@ over its group of tools (the corpus cut into groups of :data:`CONFORMANCE_GROUP`
 - ``compile_ms``: the cold compiles of the groups, summed; ``fill_us`` / ``fill_max_us``: median and
   maximum time of one mask fill over the calls' tokens.
 
+With ``--props N,...`` it measures instead one tool of ``N`` properties per point (names that sort in
+the reverse of the schema's order, types cycling string / integer / number / boolean / enum / array;
+``--required half`` (every other one) or ``none``): ``cold_ms``, ``spec_kb``, and ``fill_us`` /
+``fill_max_us`` while a call with every property is written in the schema's order, ``sorted_fill_us``
+/ ``sorted_fill_max_us`` while it is written with sorted keys (as Gemma 4's template writes them;
+None where the grammar rejects that order). Formats with a renderer here: gemma4, hermes.
+
 Each format uses its family vocabulary (``bench/vocabs.py``: real where an offline
 vocabulary has the markers, else the Qwen3.6 table plus the family's markers). Results are appended
 to ``bench-results/tools.jsonl`` and ``bench-results/tools-conformance.jsonl``.
@@ -61,6 +68,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-conformance", action="store_true", help="skip the chat-template conformance table")
     p.add_argument("--conformance-tools", type=int, default=0,
                    help="corpus tools in the conformance table (default 0: all)")
+    p.add_argument("--props", type=int_list, default=None,
+                   help="property counts: measure one tool of that many properties instead of the corpus "
+                        "(formats default to gemma4,hermes)")
+    p.add_argument("--required", choices=("half", "none"), default="half",
+                   help="with --props: every other property required, or none (default half)")
 
 
 def corpus_entries(*, base: bool = False) -> list[dict]:
@@ -100,12 +112,16 @@ def main(args: argparse.Namespace) -> int:
     from bench.vocabs import FORMAT_VOCABULARY, format_vocabulary
 
     names = [f for f in list_tool_formats() if f in FORMAT_VOCABULARY and f != "json"]
+    if args.props is not None and args.formats == "all":
+        args.formats = ",".join(PROPS_FORMATS)
     if args.formats != "all":
         wanted = [f.strip() for f in args.formats.split(",") if f.strip()]
         unknown = [f for f in wanted if f not in names]
         if unknown:
             raise SystemExit(f"unknown format(s) {unknown}; known: {', '.join(names)}")
         names = wanted
+    if args.props is not None:
+        return _props_main(args, names)
     rows = []
     compilers: dict[str, Compiler] = {}
     xgr_compilers: dict[str, xgr.GrammarCompiler] = {}
@@ -356,3 +372,106 @@ def _render_call(fmt: str, tool: dict) -> str | None:
         "gemma4": '<|tool_call>call:get_weather{location:<|"|>Zürich, 8001 <b>CH</b><|"|>,unit:<|"|>celsius<|"|>}<tool_call|>',
         "openai": f"<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>{j}",
     }.get(fmt)
+
+
+# --------------------------------------------------------------------------------------------------
+# --props: one tool of N properties, its keys written in the schema's order and sorted
+
+PROPS_FORMATS = ("gemma4", "hermes")
+_PROP_TYPES = ({"type": "string"}, {"type": "integer"}, {"type": "number"}, {"type": "boolean"},
+               {"type": "string", "enum": ["low", "high"]}, {"type": "array", "items": {"type": "string"}})
+_PROP_VALUES = ("Zürich <b>CH</b>", 42, 2.5, True, "high", ["a", "b"])
+
+
+def props_tool(n: int, required: str = "half") -> tuple[dict, dict]:
+    """(tool, arguments with every property in the schema's order): ``n`` properties named ``k{n-1}``
+    ... ``k0`` zero-padded, so sorting reverses them."""
+    width = len(str(max(n - 1, 0)))
+    keys = [f"k{i:0{width}d}" for i in range(n - 1, -1, -1)]
+    props = {k: dict(_PROP_TYPES[i % len(_PROP_TYPES)]) for i, k in enumerate(keys)}
+    req = keys[::2] if required == "half" else []
+    tool = {"type": "function", "function": {"name": "many", "description": "n properties",
+                                             "parameters": {"type": "object", "properties": props, "required": req}}}
+    return tool, {k: _PROP_VALUES[i % len(_PROP_VALUES)] for i, k in enumerate(keys)}
+
+
+def _render_props(fmt: str, args: dict) -> str | None:
+    import json
+
+    def gemma(v) -> str:
+        if isinstance(v, dict):
+            return "{" + ",".join(f"{k}:{gemma(x)}" for k, x in v.items()) + "}"
+        if isinstance(v, list):
+            return "[" + ",".join(gemma(x) for x in v) + "]"
+        if isinstance(v, str):
+            return '<|"|>' + v + '<|"|>'
+        return json.dumps(v)
+
+    if fmt == "gemma4":
+        return f"<|tool_call>call:many{gemma(args)}<tool_call|>"
+    if fmt == "hermes":
+        return f'<tool_call>\n{{"name": "many", "arguments": {json.dumps(args, ensure_ascii=False)}}}\n</tool_call>'
+    return None
+
+
+def _fill_text(vocab, compiled, text: str | None) -> tuple[float | None, float | None]:
+    import statistics
+    import time
+
+    import xgrammar as xgr
+
+    if text is None:
+        return None, None
+    m = xgr.GrammarMatcher(compiled.grammar)
+    mask = xgr.allocate_token_bitmask(1, vocab.logits_width)
+    times = []
+    for t in vocab.encode(text):
+        t0 = time.perf_counter()
+        m.fill_next_token_bitmask(mask)
+        times.append((time.perf_counter() - t0) * 1e6)
+        if not m.accept_token(t):
+            return None, None
+    return statistics.median(times), max(times)
+
+
+def _props_main(args, names: list[str]) -> int:
+    import statistics
+    import time
+
+    from bench.harness import print_table, progress, write_rows
+    from bench.vocabs import format_vocabulary
+    from thinkgate.structured_output.compiler import Compiler
+    from thinkgate.structured_output.tools import build_tool_constraint
+
+    rows = []
+    compilers: dict[str, Compiler] = {}
+    for fmt in names:
+        vocab = format_vocabulary(fmt)
+        comp = compilers.get(vocab.name)
+        if comp is None:
+            progress(f"vocabulary {vocab.name}")
+            comp = compilers[vocab.name] = Compiler(vocab, num_threads=args.threads)
+            comp.compile(build_tool_constraint([props_tool(1)[0]], "required", format=fmt))  # start the workers
+        for n in args.props:
+            tool, call_args = props_tool(n, args.required)
+            c = build_tool_constraint([tool], "required", format=fmt)
+            assert c is not None
+            colds = []
+            for _ in range(max(1, args.repeat)):
+                comp.clear_cache()
+                t0 = time.perf_counter()
+                compiled = comp.compile(c)
+                colds.append((time.perf_counter() - t0) * 1e3)
+            row = {"format": fmt, "props": n, "required": args.required, "vocab": vocab.name,
+                   "cold_ms": statistics.median(colds), "spec_kb": len(c.spec.encode()) / 1024}
+            if not args.no_fill:
+                row["fill_us"], row["fill_max_us"] = _fill_text(vocab, compiled, _render_props(fmt, call_args))
+                ordered = {k: call_args[k] for k in sorted(call_args, key=str.lower)}
+                row["sorted_fill_us"], row["sorted_fill_max_us"] = _fill_text(vocab, compiled, _render_props(fmt, ordered))
+            progress(f"{fmt} {n} props: cold {row['cold_ms']:.0f} ms")
+            rows.append(row)
+    print_table(rows, ["format", "props", "required", "cold_ms", "spec_kb", "fill_us", "fill_max_us",
+                       "sorted_fill_us", "sorted_fill_max_us"])
+    path = write_rows("tools", rows, args.out)
+    progress(f"results appended to {path}")
+    return 0

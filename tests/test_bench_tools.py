@@ -39,3 +39,20 @@ def test_corpus_tools_past_the_corpus_are_renamed_copies():
     names = [t["function"]["name"] for t in tools]
     assert len(set(names)) == 120 and names[56] == names[0] + "_2" and names[112] == names[0] + "_3"
     assert _render_call("hermes", tools[0]) is not None and _render_call("hermes", tools[1]) is None
+
+
+PROPS_COLUMNS = ["format", "props", "required", "cold_ms", "spec_kb", "fill_us", "fill_max_us", "sorted_fill_us",
+                 "sorted_fill_max_us"]
+
+
+def test_bench_tools_props_tiny(tmp_path, capsys):
+    out = tmp_path / "tools.jsonl"
+    rc = bench_main(["tools", "--props", "1,3", "--repeat", "1", "--threads", "1", "--out", str(out)])
+    assert rc == 0
+    assert_table(capsys.readouterr().out, PROPS_COLUMNS)
+    rows = read_rows(out, "tools", PROPS_COLUMNS)
+    assert [(r["format"], r["props"]) for r in rows] == [("gemma4", 1), ("gemma4", 3), ("hermes", 1), ("hermes", 3)]
+    for r in rows:
+        assert r["cold_ms"] > 0 and r["fill_us"] is not None  # the schema's order is always accepted
+        # sorted keys: gemma4 accepts them (its template sorts), hermes only where sorting changes nothing
+        assert (r["sorted_fill_us"] is not None) == (r["format"] == "gemma4" or r["props"] == 1)

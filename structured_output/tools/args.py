@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .marked import MAX_ARGUMENT_DEPTH, MarkedText, json_depth_ok
+from .order import KEY_ORDERS, KeyOrder, Member, members_in_orders
 from .request import ToolSpec
 from .syntax import Fmt, LiteralText, const, json_fmt, no_substring_regex, opt, or_, regex, seq, star
 from .xml_values import VALUE_STYLES, ValueStyle, read_value, value_fmt
@@ -313,11 +314,22 @@ _GEMMA_KEY_COLON = re.compile(_GEMMA_KEY + ":")  # the reader's "key:" (compiled
 @dataclass(frozen=True)
 class GemmaArgs(ArgsSyntax):
     """Gemma 4: ``{key:value,...}`` with unquoted keys, strings as ``<|"|>text<|"|>`` (the delimiter is
-    a token), numbers / booleans / null as JSON, at every nesting level, no whitespace. Objects follow
-    the schema's property order; array length bounds other than ``minItems >= 1`` are not enforced."""
+    a token), numbers / booleans as JSON, null as ``null`` or ``None`` (the first revision of the
+    template renders Python's None as such), at every nesting level, no whitespace. Gemma 4's
+    template writes every object's keys through ``dictsort``: a call's keys follow one of
+    ``key_orders`` (default: the schema's order or sorted, see :mod:`.order`) at every level, const and
+    enum objects included (a call that mixes the two orders is rejected); required properties must
+    appear in either. Array length bounds other than ``minItems >= 1`` are not enforced. The reader
+    takes keys in any order and returns them as written."""
 
     quote: str = '<|"|>'
     any_depth: int = 3
+    key_orders: tuple[KeyOrder, ...] = KEY_ORDERS
+
+    def __post_init__(self) -> None:
+        unknown = [o for o in self.key_orders if o not in KEY_ORDERS]
+        if unknown or not self.key_orders:
+            raise ValueError(f"GemmaArgs: key_orders must be a non-empty subset of {KEY_ORDERS}, got {self.key_orders}")
 
     def _string(self, lit: LiteralText, sub: Mapping[str, Any] | None = None) -> Fmt:
         if sub is not None and isinstance(sub.get("pattern"), str):
@@ -326,20 +338,28 @@ class GemmaArgs(ArgsSyntax):
             body = regex(no_substring_regex(self.quote))
         return seq(lit(self.quote), body, lit(self.quote))
 
-    def _literal(self, v: Any, lit: LiteralText) -> Fmt:
+    def _literal(self, v: Any, lit: LiteralText, order: KeyOrder) -> Fmt:
         if isinstance(v, str):
             if self.quote in v:
                 raise ValueError(f"enum value {v!r} contains the string delimiter")
             return seq(lit(self.quote), const(v), lit(self.quote))
         if isinstance(v, dict):
-            return seq(const("{"), *_join_fmts([seq(const(k + ":"), self._literal(x, lit)) for k, x in v.items()]),
-                       const("}"))
+            members = [Member(k, seq(const(k + ":"), self._literal(x, lit, order)), True) for k, x in v.items()]
+            return seq(const("{"), members_in_orders(members, (order,), ","), const("}"))
         if isinstance(v, list):
-            return seq(const("["), *_join_fmts([self._literal(x, lit) for x in v]), const("]"))
+            return seq(const("["), *_join_fmts([self._literal(x, lit, order) for x in v]), const("]"))
+        if v is None:
+            return self._null()
         return const(json.dumps(v))
 
+    @staticmethod
+    def _null() -> Fmt:
+        # the template's first revision renders None with ``{{ argument }}`` (Python's ``None``), later
+        # ones write ``null``
+        return or_(const("null"), const("None"))
+
     def _any(self, lit: LiteralText, depth: int) -> Fmt:
-        scalars = [self._string(lit), json_fmt({"type": ["number", "boolean", "null"]}, max_whitespace=None)]
+        scalars = [self._string(lit), json_fmt({"type": ["number", "boolean"]}, max_whitespace=None), self._null()]
         if depth <= 0:
             return or_(*scalars)
         inner = self._any(lit, depth - 1)
@@ -348,65 +368,66 @@ class GemmaArgs(ArgsSyntax):
         obj = seq(const("{"), opt(seq(member, star(seq(const(","), member)))), const("}"))
         return or_(*scalars, arr, obj)
 
-    def _value(self, schema: Any, defs: Mapping[str, Any], lit: LiteralText, tool: ToolSpec, depth: int = 0) -> Fmt:
+    def _value(self, schema: Any, defs: Mapping[str, Any], lit: LiteralText, tool: ToolSpec, order: KeyOrder,
+               depth: int = 0) -> Fmt:
         s = resolve_ref(schema, defs)
         if s is True or s == {} or not isinstance(s, Mapping):
             return self._any(lit, self.any_depth)
         if depth > 16:
             raise ValueError(f"tool {tool.name!r}: schema nested too deeply for the gemma format")
         if "const" in s:
-            return self._literal(s["const"], lit)
+            return self._literal(s["const"], lit, order)
         if isinstance(s.get("enum"), list) and s["enum"]:
-            return or_(*[self._literal(v, lit) for v in s["enum"]])
+            return or_(*[self._literal(v, lit, order) for v in s["enum"]])
         for key in ("anyOf", "oneOf"):
             if isinstance(s.get(key), list) and s[key]:
                 base = {k: v for k, v in s.items() if k != key}
-                return or_(*[self._value({**base, **alt} if isinstance(alt, Mapping) else alt, defs, lit, tool, depth + 1)
-                             for alt in s[key]])
+                return or_(*[self._value({**base, **alt} if isinstance(alt, Mapping) else alt, defs, lit, tool, order,
+                                         depth + 1) for alt in s[key]])
         t = s.get("type")
         if isinstance(t, list):
-            return or_(*[self._value({**s, "type": x}, defs, lit, tool, depth + 1) for x in t])
+            return or_(*[self._value({**s, "type": x}, defs, lit, tool, order, depth + 1) for x in t])
         if t is None:
             t = "object" if "properties" in s else ("array" if "items" in s else None)
         if t == "string":
             return self._string(lit, s)
         if t == "object":
-            return self._object(s, defs, lit, tool, depth)
+            return self._object(s, defs, lit, tool, order, depth)
         if t == "array":
-            item = self._value(s.get("items", True), defs, lit, tool, depth + 1)
+            item = self._value(s.get("items", True), defs, lit, tool, order, depth + 1)
             tail = star(seq(const(","), item))
             body = seq(item, tail) if int(s.get("minItems", 0) or 0) >= 1 else opt(seq(item, tail))
             return seq(const("["), body, const("]"))
-        if t in ("integer", "number", "boolean", "null"):
+        if t == "null":
+            return self._null()
+        if t in ("integer", "number", "boolean"):
             return json_fmt(s, max_whitespace=None)
         return self._any(lit, self.any_depth)
 
-    def _object(self, s: Mapping[str, Any], defs: Mapping[str, Any], lit: LiteralText, tool: ToolSpec, depth: int) -> Fmt:
+    def _object(self, s: Mapping[str, Any], defs: Mapping[str, Any], lit: LiteralText, tool: ToolSpec, order: KeyOrder,
+                depth: int) -> Fmt:
         props: Mapping[str, Any] = s.get("properties") or {}
         required = set(s.get("required") or ())
         if not props:
             member = seq(regex(_GEMMA_KEY), const(":"), self._any(lit, self.any_depth - 1))
             return seq(const("{"), opt(seq(member, star(seq(const(","), member)))), const("}"))
-        items: list[tuple[Fmt, bool]] = []
+        members: list[Member] = []
         for key, sub in props.items():
             if not re.fullmatch(_GEMMA_KEY, key):
                 raise ValueError(f"tool {tool.name!r}: property name {key!r} cannot be written in the gemma format")
-            items.append((seq(const(key + ":"), self._value(sub, defs, lit, tool, depth + 1)), key in required))
-        # the first present property decides where commas go: alternative k = property k is the first
-        alts: list[Fmt] = []
-        for k, (first, _) in enumerate(items):
-            parts: list[Fmt] = [first]
-            for member, req in items[k + 1:]:
-                parts.append(seq(const(","), member) if req else opt(seq(const(","), member)))
-            alts.append(seq(*parts))
-            if items[k][1]:  # a required property cannot be skipped: later ones cannot be first
-                break
-        if not any(req for _, req in items):
-            alts.append(const(""))
-        return seq(const("{"), or_(*alts), const("}"))
+            members.append(Member(key, seq(const(key + ":"), self._value(sub, defs, lit, tool, order, depth + 1)),
+                                  key in required))
+        return seq(const("{"), members_in_orders(members, (order,), ","), const("}"))
 
     def build(self, tool: ToolSpec, lit: LiteralText, max_whitespace: int | None) -> Fmt:
-        return self._value(tool.schema, _defs_of(tool.schema), lit, tool)
+        # one order for the whole call (an or of whole arguments): k orders cost at most k copies
+        # whatever the nesting, where one or per object would multiply them at every level
+        alts: list[Fmt] = []
+        for order in dict.fromkeys(self.key_orders):
+            f = self._value(tool.schema, _defs_of(tool.schema), lit, tool, order)
+            if f not in alts:  # the orders coincide at every level
+                alts.append(f)
+        return or_(*alts)
 
     # -- reader
     def _read_value(self, src: MarkedText, p: int, depth: int = 0) -> tuple[Any, int]:
@@ -449,6 +470,8 @@ class GemmaArgs(ArgsSyntax):
                     return arr, p + 1
                 else:
                     raise NoMatch("expected , or ]")
+        if text.startswith("None", p) and src.plain(p, p + 4):
+            return None, p + 4
         try:
             v, end = _DECODER.raw_decode(text, p)
         except (json.JSONDecodeError, RecursionError) as e:
