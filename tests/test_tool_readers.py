@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 import xgrammar as xgr
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from bench.vocabs import format_vocabulary
@@ -183,7 +183,11 @@ JSON_RENDER = {
 def test_grammar_and_reader_agree_on_json_arguments(fmt: str, value: str, n: int | None, ascii_only: bool) -> None:
     v, cc = compiled(fmt)
     args: dict[str, Any] = {"text": value} if n is None else {"text": value, "n": n}
-    text = JSON_RENDER[fmt](json.dumps(args, ensure_ascii=ascii_only))
+    body = json.dumps(args, ensure_ascii=ascii_only)
+    # control-token text inside a value is written by the tokenizer as that token, which never belongs
+    # inside arguments (tests/test_hostile_tools.py covers it): not a case of this property
+    assume(not any(sp and sp in body for sp in v.special_tokens))
+    text = JSON_RENDER[fmt](body)
     m = xgr.GrammarMatcher(cc.grammar)
     assert all(m.accept_token(t) for t in v.encode(text)) and m.accept_token(min(v.stop_token_ids)), text
     got = get_tool_reader(fmt, [NOTE], "required").read(text)
