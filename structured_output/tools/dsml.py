@@ -103,7 +103,7 @@ class DsmlArgs(XmlArgs):
     # JSON values exclude nothing (XmlArgs excludes "</" there): the closing tag's ｜DSML｜ is a control
     # token, which no JSON string can hold, and the encoder writes json.dumps as it is ("</b>" included)
 
-    def _check_key(self, tool: ToolSpec, key: str) -> None:
+    def _check_key(self, tool: ToolSpec, key: str, lit: LiteralText | None = None) -> None:
         if DSML in key:
             raise ValueError(f"tool {tool.name!r}: parameter name {key!r} cannot be written in DSML "
                              f"(it contains the {DSML!r} marker, a control token)")
