@@ -16,10 +16,6 @@ import xgrammar as xgr
 from .buffer import BitmaskBuffer
 from .whitespace import BoundedMatcher
 
-# xgrammar's own fill; a BoundedMatcher's row is then narrowed here, on the buffer's numpy view (its
-# override would look the view up on every call)
-_xgr_fill = xgr.GrammarMatcher.fill_next_token_bitmask
-
 __all__ = ["Walk", "RowFiller", "auto_fill_threads"]
 
 
@@ -92,11 +88,10 @@ class RowFiller:
             i = n0
             npmask = sb.bitmask_np
             for m in matchers:
-                _xgr_fill(m, bitmask, i)
-                if isinstance(m, BoundedMatcher):
-                    c = m.ws_clear
-                    if c is not None:
-                        c.apply(npmask, i)
+                if isinstance(m, BoundedMatcher):  # its whitespace bound, on the buffer's numpy view
+                    m.fill_next_token_bitmask(bitmask, i, npmask)
+                else:
+                    m.fill_next_token_bitmask(bitmask, i)
                 i += 1
         empty = sb.row_is_empty
         for i in range(n0, n0 + len(matchers)):
@@ -196,12 +191,8 @@ class RowFiller:
                     # masks nothing is dropped (possible only when may_allow_all)
                     i = len(row_logits)
                     m = w.matcher
-                    needs = _xgr_fill(m, bitmask, i)
-                    if isinstance(m, BoundedMatcher):
-                        c = m.ws_clear
-                        if c is not None:
-                            c.apply(npmask, i)
-                            needs = True
+                    needs = (m.fill_next_token_bitmask(bitmask, i, npmask) if isinstance(m, BoundedMatcher)
+                             else m.fill_next_token_bitmask(bitmask, i))
                     if needs or not w.may_allow_all:
                         if empty(i):
                             dead.append(w.request_id)
@@ -256,20 +247,15 @@ class RowFiller:
                         ok = False
                         break
                 if ok:
-                    bounded = isinstance(m, BoundedMatcher)
-                    npmask = sb.bitmask_np
+                    fill = m.fill_next_token_bitmask
+                    npmask = sb.bitmask_np if isinstance(m, BoundedMatcher) else None  # see BoundedMatcher
                     base = w.logits_base
                     rid = w.request_id
                     may_allow_all = w.may_allow_all
                     nd = len(drafts)
                     while True:
                         i = len(row_logits)
-                        needs = _xgr_fill(m, bitmask, i)
-                        if bounded:
-                            c = m.ws_clear
-                            if c is not None:
-                                c.apply(npmask, i)
-                                needs = True
+                        needs = fill(bitmask, i) if npmask is None else fill(bitmask, i, npmask)
                         if needs or not may_allow_all:
                             if empty(i):  # a dead end: no row, and no rows after it
                                 dead.append(rid)

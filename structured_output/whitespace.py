@@ -288,11 +288,16 @@ class BoundedMatcher(xgr.GrammarMatcher):
         self._ws_history.clear()
         self.ws_clear = self.ws_bound.clears[0]
 
-    def fill_next_token_bitmask(self, bitmask: Any, index: int = 0, *, debug_print: bool = False) -> bool:
+    def fill_next_token_bitmask(self, bitmask: Any, index: int = 0, np_bitmask: np.ndarray | None = None, *,
+                                debug_print: bool = False) -> bool:
+        """xgrammar's fill of row ``index``, then the bound's clear of it. ``np_bitmask``: the same
+        buffer as a numpy array, when the caller has it (else it is taken from ``bitmask``)."""
         needs = super().fill_next_token_bitmask(bitmask, index, debug_print=debug_print)
         c = self.ws_clear
         if c is not None:
-            c.apply(bitmask.numpy() if hasattr(bitmask, "numpy") else bitmask, index)
+            if np_bitmask is None:
+                np_bitmask = bitmask.numpy() if hasattr(bitmask, "numpy") else np.asarray(bitmask)
+            c.apply(np_bitmask, index)
             return True
         return needs
 
