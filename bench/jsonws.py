@@ -35,7 +35,8 @@ WAYS = ("xgr", "old", "new")
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--vocabs", default="qwen3_6,deepseek_v4",
-                   help="comma-separated vocabulary names (default qwen3_6,deepseek_v4; 'bytes': a tiny byte-level one)")
+                   help="comma-separated vocabulary names (default qwen3_6,deepseek_v4; 'bytes': a tiny "
+                        "byte-level one)")
     p.add_argument("--limit", type=int, default=0, help="at most this many schemas (default: the whole corpus)")
     p.add_argument("--max-whitespace", type=int, default=16, help="the bound B (default 16)")
     p.add_argument("--repeat", type=int, default=5, help="walks per schema and way for the fill (default 5)")
@@ -60,7 +61,9 @@ def _vocabulary(name: str):
     from bench.vocabs import byte_level_vocabulary
     from thinkgate.reasoning.vocabulary import load_vocabulary
 
-    return byte_level_vocabulary(extra_tokens=["  ", "\n  ", '": "', '",\n  "']) if name == "bytes" else load_vocabulary(name)
+    if name == "bytes":
+        return byte_level_vocabulary(extra_tokens=["  ", "\n  ", '": "', '",\n  "'])
+    return load_vocabulary(name)
 
 
 def _median(xs: list[float]) -> float:
@@ -80,7 +83,8 @@ def main(args: argparse.Namespace) -> int:
     from bench.harness import print_table, progress, write_rows
     from thinkgate.structured_output.constraints import Constraint
     from thinkgate.structured_output.whitespace import WhitespaceLexicon
-    from thinkgate.structured_output.xgrammar_adapter import GrammarBuilder, _fix_bounded_json_strings, build_tokenizer_info
+    from thinkgate.structured_output.xgrammar_adapter import (GrammarBuilder, _fix_bounded_json_strings,
+                                                              build_tokenizer_info)
 
     B = args.max_whitespace
     corpus = load_corpus(args.limit)

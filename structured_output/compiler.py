@@ -44,7 +44,8 @@ the worker's driver thread, outside the GIL for the xgrammar calls.
 
 xgrammar's own cache is on in each worker (and in the parent's recompile path) for JSON schemas and
 objects (``_compile_worker.CACHED_KINDS``: xgrammar's cached compile goes through the grammar's text,
-which some structural tags do not survive), bounded by ``xgrammar_cache_bytes`` each: it keeps the token masks of rules that different grammars share (JSON
+which some structural tags do not survive), bounded by ``xgrammar_cache_bytes`` each: it keeps the
+token masks of rules that different grammars share (JSON
 strings, numbers, ...), so a schema never seen before compiles in a fraction of the time. A worker is
 reused across jobs, so its cache lives as long as it does; a killed worker takes its cache with it.
 The zygote compiles nothing, so forks start with an empty cache. Memory: at most ``max_workers``
@@ -649,7 +650,8 @@ class Compiler:
             raise ValueError(f"num_threads must be a positive integer, got {num_threads!r}")
         if not isinstance(cache_limit_bytes, int) or cache_limit_bytes < 0:
             raise ValueError(f"cache_limit_bytes must be a non-negative integer, got {cache_limit_bytes!r}")
-        if isinstance(xgrammar_cache_bytes, bool) or not isinstance(xgrammar_cache_bytes, int) or xgrammar_cache_bytes < 0:
+        if (isinstance(xgrammar_cache_bytes, bool) or not isinstance(xgrammar_cache_bytes, int)
+                or xgrammar_cache_bytes < 0):
             raise ValueError(f"xgrammar_cache_bytes must be a non-negative integer, got {xgrammar_cache_bytes!r}")
         if isinstance(max_workers, bool) or not isinstance(max_workers, int) or max_workers < num_threads:
             raise ValueError(f"max_workers must be an integer >= num_threads, got {max_workers!r}")

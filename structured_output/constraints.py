@@ -135,9 +135,10 @@ class Constraint:
         pretty-printing to depth 8 fits), so a model cannot spin on spaces or newlines until
         ``max_tokens``; a gap is a run of whitespace outside strings, whitespace inside strings is
         not counted, and the bound is enforced beside xgrammar's unbounded grammar (``whitespace.py``)
-        with the same accepted outputs as a bound in the grammar; ``max_whitespace=None`` lifts the bound, ``max_whitespace=0`` allows none (compact
-        JSON, ``","`` and ``":"``). ``any_whitespace=False`` allows exactly one line as ``json.dumps``
-        writes it (``", "`` and ``": "``, no other whitespace).
+        with the same accepted outputs as a bound in the grammar; ``max_whitespace=None`` lifts the
+        bound, ``max_whitespace=0`` allows none (compact JSON, ``","`` and ``":"``).
+        ``any_whitespace=False`` allows exactly one line as ``json.dumps`` writes it (``", "`` and
+        ``": "``, no other whitespace).
         ``strict`` (default) forbids properties and items the schema does not list (an unset
         ``additionalProperties`` is read as false), as engines do for structured output.
 

@@ -114,9 +114,10 @@ def _rows_equal_along(old, new, ids, width) -> tuple[bool, int]:
 _ws = st.text(alphabet=" \t\n\r", min_size=0, max_size=2 * B)
 _scalars = st.one_of(st.none(), st.booleans(), st.integers(-1000, 1000),
                      st.text(alphabet=st.sampled_from(list('ab "\\\t\n{}[],:é')), max_size=6))
-_values = st.recursive(_scalars, lambda kids: st.one_of(st.lists(kids, max_size=3),
-                                                         st.dictionaries(st.text("abc ", max_size=3), kids, max_size=3)),
-                       max_leaves=8)
+_values = st.recursive(
+    _scalars, lambda kids: st.one_of(st.lists(kids, max_size=3),
+                                     st.dictionaries(st.text("abc ", max_size=3), kids, max_size=3)),
+    max_leaves=8)
 
 
 def _layout(value, draw_ws) -> str:
