@@ -19,6 +19,7 @@ SUBBENCHMARKS: dict[str, tuple[str, str]] = {
     "kernels": ("bench.kernels", "bitmask apply: our CPU path / Triton vs xgrammar vs logits.fill_"),
     "step": ("bench.step", "manager per-step time (fill + accept) vs xgrammar matchers called directly"),
     "tools": ("bench.tools", "tool-choice constraint compile time, cold and cached, per format"),
+    "jsonws": ("bench.jsonws", "JSON whitespace bound: compile, memory and fill vs xgrammar's defaults on real schemas"),
     "hostile": ("bench.hostile", "add_request cost and a trivial schema's time-to-ready while hostile compiles run"),
     "vllm": ("bench.vllm", "thinkgate's manager vs vLLM 0.34's StructuredOutputManager, per step, same requests"),
 }

@@ -36,11 +36,24 @@ cannot be raised back). A worker that dies (a crash inside xgrammar) fails its j
 
 What comes back: a compiled grammar as ``CompiledGrammar.serialize_json()``, deserialized in the
 parent against the parent's own ``TokenizerInfo``. A grammar whose compiled form is larger than
-``ship_compiled_max_bytes`` (whitespace-bounded JSON grammars are megabytes of token masks, which
-cost more to serialize and parse than to compile) and that compiled within ``recompile_max_s`` comes
+``ship_compiled_max_bytes`` (a grammar that is megabytes of token masks can cost more to serialize
+and parse than to compile) and that compiled within ``recompile_max_s`` comes
 back as its ``Grammar`` instead, and the parent compiles it again: the worker has already proved that
 it is valid and quick. The parent's part (deserialize or recompile, then the first-token row) runs on
 the worker's driver thread, outside the GIL for the xgrammar calls.
+
+xgrammar's own cache is on in each worker (and in the parent's recompile path) for JSON schemas and
+objects (``_compile_worker.CACHED_KINDS``: xgrammar's cached compile goes through the grammar's text,
+which some structural tags do not survive), bounded by ``xgrammar_cache_bytes`` each: it keeps the
+token masks of rules that different grammars share (JSON
+strings, numbers, ...), so a schema never seen before compiles in a fraction of the time. A worker is
+reused across jobs, so its cache lives as long as it does; a killed worker takes its cache with it.
+The zygote compiles nothing, so forks start with an empty cache. Memory: at most ``max_workers``
+caches of ``xgrammar_cache_bytes``.
+
+JSON whitespace bounds (``max_whitespace``) are not compiled into the grammar: the grammar is xgrammar's
+unbounded one and :class:`~.whitespace.BoundedMatcher` enforces the bound (``whitespace.py``); the
+per-model tables it needs are built in the parent, once, on the first bounded JSON compile.
 
 Cache (in the parent): bounded in bytes (``CompiledGrammar.memory_size_bytes``), least recently used
 out first, keyed by :attr:`Constraint.key`; a hit is a dictionary look-up. A constraint being compiled
@@ -77,7 +90,8 @@ import xgrammar as xgr
 from thinkgate.reasoning.vocabulary import Vocabulary
 
 from . import _compile_worker as _wire
-from .constraints import Constraint
+from .constraints import DEFAULT_MAX_WHITESPACE, Constraint
+from .whitespace import BoundedMatcher, WhitespaceBound, WhitespaceLexicon
 from .xgrammar_adapter import GrammarBuilder, build_tokenizer_info, control_token_bytes, xgrammar_message
 
 __all__ = ["Compiler", "CompiledConstraint", "CompilerStats", "build_tokenizer_info", "control_token_bytes",
@@ -96,14 +110,17 @@ class CompiledConstraint:
     """
 
     __slots__ = ("constraint", "grammar", "initial_mask", "may_allow_all", "memory_bytes", "compile_s",
-                 "derived", "__weakref__")
+                 "derived", "whitespace", "__weakref__")
 
     def __init__(self, constraint: Constraint, grammar: xgr.CompiledGrammar, initial_mask: np.ndarray,
-                 may_allow_all: bool, compile_s: float) -> None:
+                 may_allow_all: bool, compile_s: float, whitespace: WhitespaceBound | None = None) -> None:
         self.constraint = constraint
         self.grammar = grammar
         self.initial_mask = initial_mask
         self.may_allow_all = may_allow_all
+        self.whitespace = whitespace
+        """The JSON whitespace bound its matchers enforce beside the grammar (``whitespace.py``; shared
+        per model and bound, so not in ``memory_bytes``), or None."""
         self.memory_bytes = int(grammar.memory_size_bytes) + initial_mask.nbytes
         self.compile_s = compile_s
         self.derived: dict[Any, Any] = {}
@@ -147,12 +164,17 @@ class _Decoder:
     reference to the :class:`Compiler` (so the pool's threads never keep it alive)."""
 
     def __init__(self, tokenizer_info: xgr.TokenizerInfo, num_threads: int, num_words: int,
-                 text_may_allow_all: bool) -> None:
+                 text_may_allow_all: bool, whitespace: WhitespaceLexicon, xgrammar_cache_bytes: int) -> None:
         self.tokenizer_info = tokenizer_info
-        # xgrammar's own cache is off: ours is keyed by the constraint and shares in-flight compiles.
+        # the recompile path (grammars too large to ship): xgrammar's own cache, bounded, for the kinds the
+        # workers use it for (_compile_worker.CACHED_KINDS)
         self.xgr = xgr.GrammarCompiler(tokenizer_info, max_threads=num_threads, cache_enabled=False)
+        self.xgr_cached = (xgr.GrammarCompiler(tokenizer_info, max_threads=num_threads, cache_enabled=True,
+                                               cache_limit_bytes=xgrammar_cache_bytes)
+                           if xgrammar_cache_bytes > 0 else None)
         self.num_words = num_words
         self.text_may_allow_all = text_may_allow_all
+        self.whitespace = whitespace
 
     def decode(self, constraint: Constraint, reply: tuple, started: float) -> CompiledConstraint:
         form = reply[0]
@@ -164,11 +186,16 @@ class _Decoder:
         if form == "compiled":
             compiled = xgr.CompiledGrammar.deserialize_json(payload, self.tokenizer_info)
         else:  # "grammar": proved valid and quick to compile in the worker (see the module docstring)
-            compiled = self.xgr.compile_grammar(xgr.Grammar.deserialize_json(payload))
+            use = (self.xgr_cached if self.xgr_cached is not None and constraint.kind in _wire.CACHED_KINDS
+                   else self.xgr)
+            compiled = use.compile_grammar(xgr.Grammar.deserialize_json(payload))
+        ws = constraint.whitespace_bound
+        bound = self.whitespace.bound(ws) if ws is not None else None  # built once per model and bound
         mask = torch.empty((1, self.num_words), dtype=torch.int32)
-        xgr.GrammarMatcher(compiled).fill_next_token_bitmask(mask, 0)
+        (xgr.GrammarMatcher(compiled) if bound is None else BoundedMatcher(compiled, bound)
+         ).fill_next_token_bitmask(mask, 0)
         return CompiledConstraint(constraint, compiled, mask[0].numpy().copy(),
-                                  token_level or self.text_may_allow_all, time.monotonic() - started)
+                                  token_level or self.text_may_allow_all, time.monotonic() - started, bound)
 
 
 class _Job:
@@ -609,17 +636,23 @@ class Compiler:
     ship_compiled_max_bytes, recompile_max_s:
         A compiled grammar larger than ``ship_compiled_max_bytes`` that compiled within
         ``recompile_max_s`` is compiled again in the parent instead of being serialized.
+    xgrammar_cache_bytes:
+        Bound of xgrammar's own compiler cache in each worker and in the parent (0: off); see the
+        module docstring.
     """
 
     def __init__(self, vocabulary: Vocabulary | str | Any, *, num_threads: int = 2,
                  cache_limit_bytes: int = 512 << 20, sync_validate_max_bytes: int = 0,
                  compile_timeout_s: float = 60.0, max_workers: int = 16, slow_after_s: float = 0.5,
                  worker_idle_s: float = 60.0, ship_compiled_max_bytes: int = 1 << 20,
-                 recompile_max_s: float = 1.0) -> None:
+                 recompile_max_s: float = 1.0, xgrammar_cache_bytes: int = 64 << 20) -> None:
         if isinstance(num_threads, bool) or not isinstance(num_threads, int) or num_threads < 1:
             raise ValueError(f"num_threads must be a positive integer, got {num_threads!r}")
         if not isinstance(cache_limit_bytes, int) or cache_limit_bytes < 0:
             raise ValueError(f"cache_limit_bytes must be a non-negative integer, got {cache_limit_bytes!r}")
+        if (isinstance(xgrammar_cache_bytes, bool) or not isinstance(xgrammar_cache_bytes, int)
+                or xgrammar_cache_bytes < 0):
+            raise ValueError(f"xgrammar_cache_bytes must be a non-negative integer, got {xgrammar_cache_bytes!r}")
         if isinstance(max_workers, bool) or not isinstance(max_workers, int) or max_workers < num_threads:
             raise ValueError(f"max_workers must be an integer >= num_threads, got {max_workers!r}")
         for name, value in (("compile_timeout_s", compile_timeout_s), ("slow_after_s", slow_after_s),
@@ -638,7 +671,15 @@ class Compiler:
         self.num_words = (self.logits_width + 31) // 32
         # can a text-only grammar ever allow every id? Only if xgrammar has no id it never allows.
         self._text_may_allow_all = len(self.tokenizer_info.special_token_ids) == 0
-        self._decoder = _Decoder(self.tokenizer_info, num_threads, self.num_words, self._text_may_allow_all)
+        self.whitespace = WhitespaceLexicon.of(self.vocabulary)
+        """The JSON whitespace lexer of this vocabulary (tables built on the first bounded JSON compile)."""
+        # the default bound's tables, built beside the zygote's start-up (per model, once): the first
+        # bounded JSON request then does not pay for them inside its compile deadline
+        self._ws_thread = threading.Thread(target=self.whitespace.bound, args=(DEFAULT_MAX_WHITESPACE,),
+                                           name=f"thinkgate-ws-{self.vocabulary.name}", daemon=True)
+        self._ws_thread.start()
+        self._decoder = _Decoder(self.tokenizer_info, num_threads, self.num_words, self._text_may_allow_all,
+                                 self.whitespace, xgrammar_cache_bytes)
         self._lock = threading.Lock()
         self._cache: OrderedDict[str, tuple[CompiledConstraint, Future]] = OrderedDict()
         self._cache_bytes = 0
@@ -649,7 +690,8 @@ class Compiler:
                                  num_threads=num_threads, slow_after_s=float(slow_after_s),
                                  idle_s=float(worker_idle_s),
                                  settings={"ship_compiled_max_bytes": int(ship_compiled_max_bytes),
-                                           "recompile_max_s": float(recompile_max_s)},
+                                           "recompile_max_s": float(recompile_max_s),
+                                           "xgrammar_cache_bytes": int(xgrammar_cache_bytes)},
                                  name=f"thinkgate-compile-{self.vocabulary.name}")
         # at exit or when collected: stop the workers (the pool holds no reference to the compiler)
         self._finalizer = weakref.finalize(self, _close_pool, self._pool)
@@ -705,8 +747,13 @@ class Compiler:
         self._pool.stop_if_overdue(fut)
 
     def wait_ready(self, timeout: float | None = None) -> bool:
-        """Wait until the worker processes are started (True), or ``timeout`` seconds pass."""
-        return self._pool.wait_ready(timeout)
+        """Wait until the worker processes are started and the default JSON whitespace bound's tables
+        are built (True), or ``timeout`` seconds pass."""
+        end = None if timeout is None else time.monotonic() + timeout
+        if not self._pool.wait_ready(timeout):
+            return False
+        self._ws_thread.join(None if end is None else max(0.0, end - time.monotonic()))
+        return not self._ws_thread.is_alive()
 
     def worker_pids(self) -> list[int]:
         """The pids of the worker processes alive now (for monitoring and tests)."""

@@ -133,9 +133,12 @@ class Constraint:
         Whitespace: ``any_whitespace=True`` (default, as vLLM and xgrammar do) lets the model put
         whitespace between JSON tokens, at most ``max_whitespace`` characters per gap (default 16:
         pretty-printing to depth 8 fits), so a model cannot spin on spaces or newlines until
-        ``max_tokens``; ``max_whitespace=None`` lifts the bound, ``max_whitespace=0`` allows none (compact
-        JSON, ``","`` and ``":"``). ``any_whitespace=False`` allows exactly one line as ``json.dumps``
-        writes it (``", "`` and ``": "``, no other whitespace).
+        ``max_tokens``; a gap is a run of whitespace outside strings, whitespace inside strings is
+        not counted, and the bound is enforced beside xgrammar's unbounded grammar (``whitespace.py``)
+        with the same accepted outputs as a bound in the grammar; ``max_whitespace=None`` lifts the
+        bound, ``max_whitespace=0`` allows none (compact JSON, ``","`` and ``":"``).
+        ``any_whitespace=False`` allows exactly one line as ``json.dumps`` writes it (``", "`` and
+        ``": "``, no other whitespace).
         ``strict`` (default) forbids properties and items the schema does not list (an unset
         ``additionalProperties`` is read as false), as engines do for structured output.
 
@@ -202,6 +205,16 @@ class Constraint:
         _check_depth(tag, "structural tag")
         return cls("structural_tag", _canonical_json(dict(tag)),
                    _opts(covers_reasoning=True) if covers_reasoning else ())
+
+    @property
+    def whitespace_bound(self) -> int | None:
+        """The bound on whitespace characters per gap that the matcher enforces beside the grammar
+        (``whitespace.py``): ``max_whitespace`` of a JSON schema or object with ``any_whitespace`` and
+        a bound of at least 1; None otherwise (no bound, no whitespace at all, or not JSON)."""
+        if self.kind not in ("json_schema", "json_object") or not self.option("any_whitespace", True):
+            return None
+        b = self.option("max_whitespace")
+        return b if b else None
 
     @property
     def covers_reasoning(self) -> bool:

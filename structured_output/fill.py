@@ -14,6 +14,7 @@ from typing import Literal
 import xgrammar as xgr
 
 from .buffer import BitmaskBuffer
+from .whitespace import BoundedMatcher
 
 __all__ = ["Walk", "RowFiller", "auto_fill_threads"]
 
@@ -82,10 +83,15 @@ class RowFiller:
         bitmask = sb.bitmask
         if len(matchers) >= self.min_rows:
             self._batch_matcher.batch_fill_next_token_bitmask(matchers, bitmask, list(range(n0, n0 + len(matchers))))
+            _whitespace_rows(sb, matchers, n0)
         else:
             i = n0
+            npmask = sb.bitmask_np
             for m in matchers:
-                m.fill_next_token_bitmask(bitmask, i)
+                if isinstance(m, BoundedMatcher):  # its whitespace bound, on the buffer's numpy view
+                    m.fill_next_token_bitmask(bitmask, i, npmask)
+                else:
+                    m.fill_next_token_bitmask(bitmask, i)
                 i += 1
         empty = sb.row_is_empty
         for i in range(n0, n0 + len(matchers)):
@@ -163,8 +169,9 @@ class RowFiller:
             n0 = len(row_logits)
             ended: list[Walk] = []  # walks whose row of this round allows nothing
             if len(live) >= self.min_rows and not any(w.may_allow_all for w in live):
-                self._batch_matcher.batch_fill_next_token_bitmask(
-                    [w.matcher for w in live], bitmask, list(range(n0, n0 + len(live))))
+                matchers = [w.matcher for w in live]
+                self._batch_matcher.batch_fill_next_token_bitmask(matchers, bitmask, list(range(n0, n0 + len(live))))
+                _whitespace_rows(sb, matchers, n0)
                 rows = [w.logits_base + w.next_row for w in live]
                 rids = [w.request_id for w in live]
                 for i in range(n0, n0 + len(live)):
@@ -178,11 +185,15 @@ class RowFiller:
                     row_logits.extend(rows)
                     row_rids.extend(rids)
             else:
+                npmask = sb.bitmask_np
                 for w in live:
                     # fill_next_token_bitmask answers whether the row masks anything; one that
                     # masks nothing is dropped (possible only when may_allow_all)
                     i = len(row_logits)
-                    if w.matcher.fill_next_token_bitmask(bitmask, i) or not w.may_allow_all:
+                    m = w.matcher
+                    needs = (m.fill_next_token_bitmask(bitmask, i, npmask) if isinstance(m, BoundedMatcher)
+                             else m.fill_next_token_bitmask(bitmask, i))
+                    if needs or not w.may_allow_all:
                         if empty(i):
                             dead.append(w.request_id)
                             ended.append(w)
@@ -237,13 +248,15 @@ class RowFiller:
                         break
                 if ok:
                     fill = m.fill_next_token_bitmask
+                    npmask = sb.bitmask_np if isinstance(m, BoundedMatcher) else None  # see BoundedMatcher
                     base = w.logits_base
                     rid = w.request_id
                     may_allow_all = w.may_allow_all
                     nd = len(drafts)
                     while True:
                         i = len(row_logits)
-                        if fill(bitmask, i) or not may_allow_all:
+                        needs = fill(bitmask, i) if npmask is None else fill(bitmask, i, npmask)
+                        if needs or not may_allow_all:
                             if empty(i):  # a dead end: no row, and no rows after it
                                 dead.append(rid)
                                 break
@@ -261,6 +274,19 @@ class RowFiller:
             finally:
                 if accepted:
                     m.rollback(accepted)
+
+
+def _whitespace_rows(sb: BitmaskBuffer, matchers: list[xgr.GrammarMatcher], n0: int) -> None:
+    """After xgrammar's batch fill of ``matchers`` into places ``n0 ..`` (which bypasses
+    :meth:`BoundedMatcher.fill_next_token_bitmask`): narrow the rows of bounded matchers."""
+    npmask = sb.bitmask_np
+    i = n0
+    for m in matchers:
+        if isinstance(m, BoundedMatcher):
+            c = m.ws_clear
+            if c is not None:
+                c.apply(npmask, i)
+        i += 1
 
 
 def auto_fill_threads() -> int:

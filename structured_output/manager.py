@@ -28,6 +28,7 @@ from .gating import ReasoningGate
 from .request_state import COMPILING, CONSTRAINED, ERROR, TERMINATED, THINKING, RequestState, RequestStatus
 from .rows import row_with
 from .schema_support import new_matcher, output_problem
+from .whitespace import BoundedMatcher
 
 __all__ = ["StructuredOutputManager", "RequestStatus", "AcceptResult", "BitmaskBatch", "ScheduleEntry"]
 
@@ -726,6 +727,10 @@ class StructuredOutputManager:
             if self._terminate(req) is not _TERMINATED:
                 return AcceptResult("error", req.message)
             return self._after_end(req, tokens[i:])
+        if isinstance(m, BoundedMatcher) and m.breaks_bound(tokens[i]):
+            b = m.ws_bound.max_whitespace
+            return self._reject(req, tokens[i], f" (it would put more than {b} whitespace characters in a gap "
+                                                f"between JSON tokens: max_whitespace={b})")
         return self._reject(req, tokens[i], "")
 
     def _terminate(self, req: RequestState) -> AcceptResult:

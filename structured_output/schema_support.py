@@ -73,6 +73,8 @@ from typing import Any
 import jsonschema
 import xgrammar as xgr
 
+from .whitespace import BoundedMatcher
+
 __all__ = ["GRAMMAR_ENFORCED", "OUTPUT_CHECKED", "ALWAYS_REJECTED", "ANNOTATIONS", "GRAMMAR_FORMATS",
            "MAX_SCHEMA_DEPTH", "UNSUPPORTED_MODES", "find_unenforced", "schema_check", "OutputCheck",
            "RecordingMatcher", "new_matcher", "output_problem"]
@@ -425,8 +427,8 @@ class RecordingMatcher(xgr.GrammarMatcher):
     """A matcher that keeps the tokens it accepted (rollbacks included), for the output check of a
     schema with group-2 keywords; the other requests keep plain matchers."""
 
-    def __init__(self, compiled: xgr.CompiledGrammar, check: OutputCheck) -> None:
-        super().__init__(compiled)
+    def __init__(self, compiled: xgr.CompiledGrammar, check: OutputCheck, **kwargs: Any) -> None:
+        super().__init__(compiled, **kwargs)
         self.tokens: list[int] = []
         self.check = check
 
@@ -446,17 +448,25 @@ class RecordingMatcher(xgr.GrammarMatcher):
         self.tokens.clear()
 
 
+class _RecordingBoundedMatcher(RecordingMatcher, BoundedMatcher):
+    """:class:`RecordingMatcher` with a JSON whitespace bound (``whitespace.py``)."""
+
+
 def new_matcher(compiled: Any) -> xgr.GrammarMatcher:
     """The matcher for a request of ``compiled`` (a :class:`CompiledConstraint`): one that records
-    its tokens when the constraint needs an output check."""
+    its tokens when the constraint needs an output check, and a :class:`~.whitespace.BoundedMatcher`
+    when it has a JSON whitespace bound."""
     check = compiled.constraint.schema_check
+    bound = compiled.whitespace
     if check is None:
-        return xgr.GrammarMatcher(compiled.grammar)
-    return RecordingMatcher(compiled.grammar, check)
+        return xgr.GrammarMatcher(compiled.grammar) if bound is None else BoundedMatcher(compiled.grammar, bound)
+    if bound is None:
+        return RecordingMatcher(compiled.grammar, check)
+    return _RecordingBoundedMatcher(compiled.grammar, check, bound=bound)
 
 
 def output_problem(matcher: Any, vocabulary: Any, stop_ids: Any) -> str | None:
     """At termination: None when the output is valid (always, for a plain matcher), else the message."""
-    if type(matcher) is not RecordingMatcher:
+    if not isinstance(matcher, RecordingMatcher):
         return None
     return matcher.check.problem_of_tokens(vocabulary.token_bytes, matcher.tokens, stop_ids)

@@ -25,6 +25,9 @@ Each constraint kind becomes an xgrammar ``Grammar`` (:meth:`GrammarBuilder.buil
 grammar conversion, regex and EBNF parsing, structural-tag parsing), with xgrammar's errors as
 ``ValueError`` messages without its log prefix (:func:`xgrammar_message`).
 
+A JSON schema or object with a whitespace bound (``max_whitespace`` of 1 or more) becomes xgrammar's
+unbounded JSON grammar; the bound is enforced beside it by the matcher (``whitespace.py``).
+
 xgrammar 0.2.9 fix-up: a JSON string with ``minLength`` / ``maxLength`` admits raw control characters
 there; we narrow that character class (see ``_fix_bounded_json_strings``).
 """
@@ -98,7 +101,12 @@ class GrammarBuilder:
         try:
             if kind == "json_schema" or kind == "json_object":
                 any_ws = bool(constraint.option("any_whitespace", True))
+                # a bound of 1 or more is enforced beside the grammar (whitespace.py): the grammar is
+                # xgrammar's unbounded one, which costs a fraction of the bounded one's compile, memory
+                # and fill (python -m bench jsonws)
                 max_ws = constraint.option("max_whitespace") if any_ws else None
+                if max_ws:
+                    max_ws = None
                 spec = constraint.spec if kind == "json_schema" else '{"type": "object"}'
                 strict = bool(constraint.option("strict", True)) if kind == "json_schema" else False
                 _ = constraint.schema_check  # ValueError: keywords it cannot honour (schema_support.py)

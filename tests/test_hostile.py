@@ -33,6 +33,7 @@ from hypothesis import strategies as st
 
 from thinkgate.structured_output import Compiler, Constraint, RequestStatus, StructuredOutputManager
 from thinkgate.structured_output.constraints import MAX_NESTING_DEPTH
+from thinkgate.structured_output.schema_support import new_matcher
 
 SCHEMA = {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "string"}},
           "required": ["a"]}
@@ -135,7 +136,7 @@ def test_hostile_requests_in_a_crowd_hurt_only_themselves(qwen_vocab, comp, data
     for rid, r in reqs.items():
         r["pos"] = 0
         if mgr.status(rid) is RequestStatus.CONSTRAINED:
-            refs[rid] = xgr.GrammarMatcher(comp.compile(r["c"]).grammar)
+            refs[rid] = new_matcher(comp.compile(r["c"]))  # the compiled constraint's own matcher (its whitespace bound)
 
     def check_rows(schedule):
         batch = mgr.grammar_bitmask(schedule)

@@ -17,12 +17,12 @@ import time
 import numpy as np
 import pytest
 import torch
-import xgrammar as xgr
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from thinkgate.reasoning import get_reasoning_parser
 from thinkgate.structured_output import Compiler, Constraint, RequestStatus, StructuredOutputManager
+from thinkgate.structured_output.schema_support import new_matcher
 
 SCHEMA = {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "string"}},
           "required": ["a"]}
@@ -73,11 +73,12 @@ class World:
         self.num_words = (vocab.logits_width + 31) // 32
         self.all_real = row_from_ids(self.num_words, range(vocab.vocab_size))
         self.stop_row = row_from_ids(self.num_words, vocab.stop_token_ids)
-        self.grammars = {k: self.compiler.compile(c).grammar for k, c in CONSTRAINTS.items()}
+        self.compiled = {k: self.compiler.compile(c) for k, c in CONSTRAINTS.items()}
+        self.grammars = {k: cc.grammar for k, cc in self.compiled.items()}
         self.thinking_text = vocab.encode(" so let me think about it")
 
     def first_row(self, ckey) -> np.ndarray:
-        return self.fill(xgr.GrammarMatcher(self.grammars[ckey]))
+        return self.fill(new_matcher(self.compiled[ckey]))
 
     def fill(self, m) -> np.ndarray:
         out = torch.empty((1, self.num_words), dtype=torch.int32)
@@ -100,7 +101,7 @@ class World:
     def content_rows(self, ckey, content, drafts):
         """Row j after the committed content and drafts[:j], as a fresh matcher gives it; a row that
         allows every id of the logits width is not a row."""
-        m = xgr.GrammarMatcher(self.grammars[ckey])
+        m = new_matcher(self.compiled[ckey])
         for t in content:
             assert m.accept_token(t)
         rows = {}
@@ -187,7 +188,7 @@ def test_all_allowed_row_never_leaves_a_stale_row_for_another_request(world, dat
                 exp = {}
             else:
                 drafts = []
-                m = xgr.GrammarMatcher(world.grammars[r["ckey"]])
+                m = new_matcher(world.compiled[r["ckey"]])
                 for t in r["content"]:
                     m.accept_token(t)
                 for _ in range(nd):  # the true continuation mostly, a random id sometimes
