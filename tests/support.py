@@ -143,17 +143,19 @@ def _raw(schema: Any, root: dict[str, Any]) -> bool:
     return "type" not in s and bool(vals) and all(isinstance(v, str) for v in vals)
 
 
-def _xml(name: str, args: dict[str, Any], begin: str, end: str, dsml: bool = False, python: bool = False) -> str:
+def _xml(name: str, args: dict[str, Any], begin: str, end: str, dsml: bool = False, python: bool = False,
+         py_scalars: bool = False) -> str:
     """XML parameters: a str value raw (the Qwen / GLM / MiniMax templates test the value: ``v is
     string``; DSML's encoder by the schema here), others as JSON (``tojson``) or, with ``python``, as
-    Qwen3-Coder's ``|string`` writes them (Python's ``str``)."""
+    Qwen3-Coder's ``|string`` writes them (Python's ``str``); with ``py_scalars``, as Qwen3.5's template
+    does (arrays and objects ``tojson``, other non-strings ``|string``: ``True``, ``None``)."""
     params = BY_NAME[name]["function"].get("parameters") or {"properties": {}} if name in BY_NAME else {}
     out = []
     for k, v in args.items():
         raw = _raw(params["properties"][k], params) if dsml else isinstance(v, str)
         if raw:
             text = v
-        elif python:
+        elif python or (py_scalars and not isinstance(v, (list, dict))):
             text = str(v)
         else:
             text = json.dumps(v, ensure_ascii=False).replace("</", "<\\/")  # JSON's safe spelling
@@ -223,6 +225,10 @@ FAMILIES: dict[str, Family] = {f.fmt: f for f in [
     Family("qwen3_coder", "qwen3_6", "qwen3", QWEN_PROMPT, QWEN_THINK,
            lambda n, a, i: f"<tool_call>\n<function={n}>\n"
            + _xml(n, a, "<parameter={key}>\n", "\n</parameter>\n", python=True)
+           + "</function>\n</tool_call>", sep="\n", xml=("<parameter=location>\n", "</parameter>")),
+    Family("qwen3_5", "qwen3_6", "qwen3", QWEN_PROMPT, QWEN_THINK,
+           lambda n, a, i: f"<tool_call>\n<function={n}>\n"
+           + _xml(n, a, "<parameter={key}>\n", "\n</parameter>\n", py_scalars=True)
            + "</function>\n</tool_call>", sep="\n", xml=("<parameter=location>\n", "</parameter>")),
     Family("qwen3_6", "qwen3_6", "qwen3", QWEN_PROMPT, QWEN_THINK,
            lambda n, a, i: f"<tool_call>\n<function={n}>\n" + _xml(n, a, "<parameter={key}>\n", "\n</parameter>\n")

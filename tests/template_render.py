@@ -97,6 +97,17 @@ def _qwen3_5(calls: Sequence[Call], content: str) -> str:
     return out
 
 
+def _qwen3_6(calls: Sequence[Call], content: str) -> str:
+    # Qwen3.6: args_value if string else args_value | tojson; calls placed as Qwen3.5's template places them
+    out = content
+    for i, (name, args) in enumerate(calls):
+        out += ("\n\n" if content.strip() else "") if i == 0 else "\n"
+        body = "".join("<parameter=" + k + ">\n" + (v if isinstance(v, str) else tojson(v)) + "\n</parameter>\n"
+                       for k, v in args.items())
+        out += "<tool_call>\n<function=" + name + ">\n" + body + "</function>\n</tool_call>"
+    return out
+
+
 # --------------------------------------------------------------------------------------------------
 # Llama, Mistral
 
@@ -319,10 +330,13 @@ RENDERERS: dict[str, Renderer] = {r.name: r for r in [
     Renderer("qwen3_coder", "qwen3_coder", "vllm-project/vllm examples/tool_chat_template_qwen3coder.jinja "
              "(Qwen3-Coder's template)", _qwen3_coder,
              notes="objects and arrays as JSON, other non-strings with Jinja's | string (True, False, None)"),
-    Renderer("qwen3_5", "qwen3_coder", _HF + "Qwen/Qwen3.5 chat_template.jinja (the rule quoted in "
+    Renderer("qwen3_5", "qwen3_5", _HF + "Qwen/Qwen3.5 chat_template.jinja (the rule quoted in "
              "vllm-project/vllm issue #38885 and PR #38996: 'Qwen3.5's chat template uses | string for scalar "
              "tool-call arguments')", _qwen3_5,
              notes="Qwen3.5 / 3.6: the same value rule as Qwen3-Coder's, its own whitespace between calls"),
+    Renderer("qwen3_6", "qwen3_6", _HF + "Qwen/Qwen3.6 chat_template.jinja (every non-string argument with "
+             "tojson, as quoted in the public diff of the Qwen3.6-27B and Qwen3.5-122B templates)", _qwen3_6,
+             notes="Qwen3.6: JSON for every non-string value, Qwen3.5's whitespace between calls"),
     Renderer("llama3_json", "llama3_json", _HF + "meta-llama/Llama-3.1-8B-Instruct chat_template (custom "
              "tools, JSON); vllm-project/vllm examples/tool_chat_template_llama3.1_json.jinja", _llama3_json,
              parallel=False),
