@@ -143,7 +143,8 @@ class StructuredOutputManager:
        ``constraint=None`` registers an unconstrained request: it only occupies its logits rows in
        the schedule.
     2. Schedule only requests with ``is_ready(id)``; a request in ``ERROR`` should be aborted (its
-       ``error(id)`` says why). A request that starts thinking is ready at once: it thinks while its
+       ``error(id)`` says why). With ``compile_while_thinking=True``, a request that starts thinking is
+       ready at once: it thinks while its
        constraint compiles, and its rows ban the tokens that would end its thinking
        (``tracker.ending_token_ids()``) until the grammar exists. A family whose thinking ends on
        text (granite, text markers) or whose first token decides whether it thinks waits for its
@@ -229,6 +230,7 @@ class StructuredOutputManager:
         chat_template_kwargs: Mapping[str, Any] | None = None,
         pin_memory: bool | None = None,
         num_buffers: int = 1,
+        compile_while_thinking: bool = False,
     ) -> None:
         """
         Parameters
@@ -252,6 +254,9 @@ class StructuredOutputManager:
             ``grammar_bitmask`` call; an engine that copies it to the GPU with ``non_blocking=True``
             and prepares step N+1 before step N's copy is known to be done (async scheduling) should
             use 2: a batch then stays valid until the call after next.
+        compile_while_thinking: a request that starts thinking is schedulable before its compile is
+            done, its rows holding off the end of its thinking (see the step protocol). Off by
+            default: it changes what a model writes while a compile runs (its thinking cannot end).
         """
         vocab = compiler.vocabulary if compiler is not None and vocabulary is None else Vocabulary.coerce(vocabulary)
         for name, value, low in (("max_num_seqs", max_num_seqs, 1), ("num_speculative_tokens", num_speculative_tokens, 0),
@@ -275,6 +280,7 @@ class StructuredOutputManager:
         self.chat_template_kwargs = dict(chat_template_kwargs or {})
         self.max_num_seqs = max_num_seqs
         self.num_speculative_tokens = num_speculative_tokens
+        self.compile_while_thinking = bool(compile_while_thinking)
         self.compile_timeout_s = float(compile_timeout_s)
         self.logits_width = vocab.logits_width
         self.num_words = (vocab.logits_width + 31) // 32
@@ -382,7 +388,7 @@ class StructuredOutputManager:
         else:
             req.future = self.compiler.submit(constraint, timeout_s=self.compile_timeout_s)
             req.deadline = time.monotonic() + self.compile_timeout_s
-            if tracker is not None and tracker.keep_thinking_token_ids() is None \
+            if self.compile_while_thinking and tracker is not None and tracker.keep_thinking_token_ids() is None \
                     and tracker.ending_token_ids() is not None:
                 req.status = THINKING  # it thinks while its constraint compiles (rows hold the end off)
             if req.future.done():

@@ -57,7 +57,7 @@ def real(qwen_vocab):
 
 def _mgr(vocab, held, parser="qwen3", k=3):
     return StructuredOutputManager(vocab, parser, compiler=held, max_num_seqs=4, num_speculative_tokens=k,
-                                   num_fill_threads=1)
+                                   num_fill_threads=1, compile_while_thinking=True)
 
 
 def _allows(row, t):
@@ -133,6 +133,16 @@ def test_a_compile_that_fails_while_thinking_errors_only_that_request(qwen_vocab
     assert batch.request_ids == ["ok"]
     assert mgr.status("bad") is RequestStatus.ERROR and mgr.error("bad") == "invalid JSON schema: test"
     assert mgr.accept_tokens("bad", v.encode(" hm")).status == "error"
+
+
+def test_off_by_default_a_thinking_request_waits_for_its_compile(qwen_vocab, real):
+    v = qwen_vocab
+    held = HeldCompiler(real)
+    mgr = StructuredOutputManager(v, "qwen3", compiler=held, max_num_seqs=2)
+    mgr.add_request("r", Constraint.json_schema(SCHEMA), v.encode(THINK))
+    assert not mgr.is_ready("r") and mgr.status("r") is RequestStatus.COMPILING
+    held.finish()
+    assert mgr.is_ready("r") and mgr.status("r") is RequestStatus.THINKING
 
 
 def test_families_whose_end_is_text_wait_for_the_compile(qwen_vocab, real):
