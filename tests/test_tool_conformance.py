@@ -180,12 +180,24 @@ def _has_null(v: Any) -> bool:
 
 
 NULL_ANYWHERE = examples_where(lambda n, ex: _has_null(ex))
+def _admits_string(tool: str, schema: Any) -> bool:
+    s = _resolve(schema, _params(tool))
+    if not isinstance(s, dict):
+        return bool(s)
+    if "type" in s:
+        return "string" in (s["type"] if isinstance(s["type"], list) else [s["type"]])
+    alts = s.get("anyOf") or s.get("oneOf")
+    if alts:
+        return any(_admits_string(tool, a) for a in alts)
+    return not any(k in s for k in ("enum", "const", "properties", "items"))
+
+
 def _typed_container(tool: str, ex: dict[str, Any]) -> bool:
-    """A top-level array or object value, under a schema with a ``type``, that JSON and Python's repr
-    write differently (an untyped parameter also takes it as a raw string)."""
+    """A top-level array or object value, under a schema that admits no string, that JSON and Python's
+    repr write differently (a parameter that admits strings also takes the text as a raw string)."""
     props = _params(tool).get("properties", {})
     return any(isinstance(v, (list, dict)) and json.dumps(v, ensure_ascii=False) != str(v)
-               and "type" in _resolve(props.get(k, {}), _params(tool)) for k, v in ex.items())
+               and not _admits_string(tool, props.get(k, {})) for k, v in ex.items())
 
 
 TOP_LEVEL_CONTAINER = examples_where(_typed_container)
