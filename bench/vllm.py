@@ -219,12 +219,16 @@ class Worker:
 
     def __init__(self, python: str, engine: str, *, verbose: bool = False, timeout_s: float = 600.0) -> None:
         env = dict(os.environ)
-        env["PYTHONPATH"] = os.pathsep.join([str(REPO), *([env["PYTHONPATH"]] if env.get("PYTHONPATH") else [])])
+        # Isolated mode (-I), the worker run by its path: neither the repository root nor bench/ goes on
+        # sys.path. The root's folders are import names of their own there (``kernels`` is one that
+        # transformers probes for its kernel hub, ``bench/vllm.py`` would hide vLLM), so the vLLM side
+        # imports what its own environment installs, and the thinkgate side the installed thinkgate.
         env.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
         env.setdefault("TOKENIZERS_PARALLELISM", "false")
         self.engine = engine
         self.timeout_s = timeout_s
-        self.proc = subprocess.Popen([python, "-m", "bench.vllm_worker", engine], cwd=str(REPO), env=env,
+        self.proc = subprocess.Popen([python, "-I", str(REPO / "bench" / "vllm_worker.py"), engine],
+                                     cwd=str(REPO), env=env,
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                      text=True, encoding="utf-8", bufsize=1)
         self.stderr: deque[str] = deque(maxlen=60)

@@ -1,7 +1,7 @@
 """One side of ``python -m bench vllm``: a structured-output manager in its own process, driven over a pipe.
 
-``python -m bench.vllm_worker thinkgate`` (run by this repository's Python) drives thinkgate's
-:class:`StructuredOutputManager`; ``python -m bench.vllm_worker vllm`` (run by a Python that has vLLM
+``python -I bench/vllm_worker.py thinkgate`` (run by this repository's Python) drives thinkgate's
+:class:`StructuredOutputManager`; ``python -I bench/vllm_worker.py vllm`` (run by a Python that has vLLM
 0.34) drives vLLM's own ``vllm.v1.structured_output.StructuredOutputManager`` with its xgrammar backend,
 its ``deepseek_r1`` reasoning parser and real ``vllm.v1.request.Request`` objects, calling exactly
 what vLLM's scheduler calls each step: ``grammar_bitmask(requests, ids, scheduled_spec_decode_tokens)``
@@ -353,6 +353,6 @@ def serve(engine: str) -> int:
 
 if __name__ == "__main__":
     if len(sys.argv) != 2 or sys.argv[1] not in ENGINES:
-        print(f"usage: python -m bench.vllm_worker {{{'|'.join(ENGINES)}}}", file=sys.stderr)
+        print(f"usage: python -I bench/vllm_worker.py {{{'|'.join(ENGINES)}}}", file=sys.stderr)
         sys.exit(2)
     sys.exit(serve(sys.argv[1]))
