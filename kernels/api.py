@@ -29,13 +29,9 @@ def apply_token_bitmask_inplace(
     *,
     backend: Backend = "auto",
 ) -> None:
-    """Set every logit that the bitmask does not allow to -inf, in place::
-
-        for i, r in enumerate(indices if indices is not None else range(bitmask.shape[0])):
-            for t in range(logits.shape[-1]):
-                allowed = t < vocab_size and t < 32 * bitmask.shape[-1] \\
-                          and (bitmask[i, t // 32] >> (t % 32)) & 1
-                if not allowed: logits[r, t] = -inf
+    """Set every logit that the bitmask does not allow to -inf, in place: exactly what
+    :func:`thinkgate.kernels.reference.apply_token_bitmask_reference` (the executable contract, a row
+    at a time) does, after validating the arguments.
 
     Args:
         logits: [rows, V] (or [V]) float32 / bfloat16 / float16, unit stride along V; the row
