@@ -427,7 +427,8 @@ def test_second_thread_calling_while_another_is_inside_raises_naming_both(qwen_v
         errors = []
         for call in (lambda: mgr.accept_tokens("s", v.encode("{")), lambda: mgr.grammar_bitmask(["s"]),
                      lambda: mgr.add_request("x", None), lambda: mgr.remove_request("s"),
-                     lambda: mgr.status("s")):
+                     lambda: mgr.status("s"), lambda: mgr.is_ready(request_id="s"),
+                     lambda: mgr.accept_tokens(request_id="s", token_ids=v.encode("{"))):
             with pytest.raises(RuntimeError) as ei:
                 call()
             errors.append(str(ei.value))
@@ -440,6 +441,7 @@ def test_second_thread_calling_while_another_is_inside_raises_naming_both(qwen_v
         assert "x" not in mgr and "s" in mgr
         m.fill_next_token_bitmask = fill
         assert len(mgr.grammar_bitmask(["r", "s"])) == 2
-        assert mgr.accept_tokens("s", v.encode("{")).status == "ok"
+        assert mgr.accept_tokens(request_id="s", token_ids=v.encode("{")).status == "ok"  # keywords pass
+        assert mgr.is_ready(request_id="s") and mgr.status(request_id="s") == "constrained"
     finally:
         comp.close()
