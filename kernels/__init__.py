@@ -1,9 +1,9 @@
 """Token-bitmask kernels: apply a grammar's allowed-token bitmask to logits, in place.
 
 :func:`apply_token_bitmask_inplace` validates and dispatches: CUDA tensors to the Triton kernel
-(``kernels.triton_bitmask``), CPU tensors to a C kernel compiled once at first use
-(``kernels.cpu_bitmask``, falling back to vectorised torch ops in ``kernels.torch_bitmask`` when no
-compiler works). :func:`apply_token_bitmask_reference` (``kernels.reference``) is the executable
+(``kernels.triton_bitmask``), CPU tensors to the C kernel (``kernels.cpu_bitmask``: the extension built
+at install time, else built once at first use, else, with one warning, vectorised torch ops in
+``kernels.torch_bitmask``). :func:`apply_token_bitmask_reference` (``kernels.reference``) is the executable
 contract every kernel is tested against. Triton is imported only when the Triton kernel is first
 used. This package imports neither ``reasoning`` nor ``structured_output``.
 """
