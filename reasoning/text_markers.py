@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, Literal, NamedTuple
 
 from .base import (ENDED, DeltaMessage, ReasoningEnd, ReasoningParser, ReasoningSplit, ReasoningStream,
-                   StateTracker, reasoning_excluded, thinking_switch)
+                   StateTracker, checked_end, reasoning_excluded, thinking_switch)
 from .markers import THINKING
 
 __all__ = ["TextMarkerParser", "TextMarkerTracker", "TextMarkerStream"]
@@ -90,6 +90,8 @@ class TextMarkerParser(ReasoningParser):
         self._keep = max(len(m) for m in self._starts + self._ends) - 1
         # a window without the first byte of any marker can neither hold nor begin a marker
         self._firsts = tuple({m[:1] for m in self._starts + self._ends})
+        # the forced end of thinking (a thinking budget): the first end marker, spelled by the tokenizer
+        self._forced_end: tuple[int, ...] | None = tuple(v.encode(self.end_texts[0])) if v.can_encode else None
 
     # -- engine core -----------------------------------------------------------------------------
     @property
@@ -172,6 +174,10 @@ class TextMarkerParser(ReasoningParser):
     def ending_ids(self, state: TextState) -> frozenset[int] | None:
         # the end markers are texts: ordinary tokens can complete them, so no id set holds them off
         return frozenset() if state == ENDED else None
+
+    def forced_end_ids(self, state: TextState) -> tuple[int, ...] | None:
+        # whatever bytes are held, the whole marker follows them: it completes in its last token
+        return checked_end(self, state, self._forced_end)
 
     # -- front end -------------------------------------------------------------------------------
     def extract_reasoning(self, text: str, prompt_token_ids: Sequence[int] = (),
