@@ -158,7 +158,10 @@ class StructuredOutputManager:
        is advanced through the drafts and rolled back; a draft the grammar rejects, or a stop token
        it accepts, ends that request's rows for the step); a request still thinking gets no row,
        except to mask implicit reasoning-end tokens its grammar could not start with (see below); a
-       terminated request gets stop-token-only rows; unconstrained and errored requests get none.
+       terminated request gets stop-token-only rows; unconstrained and errored requests get none. A
+       request that reached its ``max_thinking_tokens`` without ending its thinking gets, from that
+       point, one row per token of its family's end of thinking, each allowing only that token, with or
+       without a constraint (:mod:`.budget`).
     4. The engine applies the rows (``kernels.apply_token_bitmask_inplace(logits, batch.bitmask,
        batch.logits_indices)``) and samples.
     5. ``accept_tokens(id, token_ids)`` with the committed tokens (accepted drafts plus the bonus

@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import random
 import time
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -415,3 +416,115 @@ def test_forced_end_token_ids_is_pure_and_exact():
         assert not tracker.ended and tracker.scan(think) is not None
         tracker.advance(think)
         assert tracker.forced_end_token_ids() == ()
+
+
+def test_rows_when_the_budget_point_falls_inside_the_drafts():
+    """Budget 2 on Qwen3.6, four drafts: rows 0-1 are thinking rows, row 2 forces ``</think>``; when draft
+    2 is ``</think>`` the grammar's rows follow in the same step, when it deviates no row follows it."""
+    fam = FAMILIES["qwen3"]
+    v = vocab_of(fam.vocab)
+    mgr = manager(v, fam.parser, k=4)
+    mgr.add_request("r", Constraint.json_schema(SCHEMA), v.encode(fam.prompt), max_thinking_tokens=2)
+    wait_ready(mgr, "r")
+    end = v.token_id("</think>")
+    a, b, c, d = v.encode(" so we go on")[:4]
+    brace, quote = v.encode("{")[0], v.encode('"')[0]
+    batch = mgr.grammar_bitmask([("r", [a, b, end, brace])])
+    rows = {li: allowed(batch.bitmask[i].numpy()) for i, li in enumerate(batch.logits_indices.tolist())}
+    assert sorted(rows) == [0, 1, 2, 3, 4]
+    assert len(rows[0]) > 1000 and len(rows[1]) > 1000 and end in rows[1]
+    assert rows[2].tolist() == [end]
+    assert brace in rows[3] and len(rows[3]) < 100 and quote in rows[4] and brace not in rows[4]
+    batch = mgr.grammar_bitmask([("r", [a, b, c, d])])
+    assert batch.logits_indices.tolist() == [0, 1, 2]
+    assert allowed(batch.bitmask[2].numpy()).tolist() == [end]
+    # nothing moved: the same step again gives the same rows; the commit crosses the budget exactly
+    assert mgr.grammar_bitmask([("r", [a, b, c, d])]).logits_indices.tolist() == [0, 1, 2]
+    assert mgr.accept_tokens("r", [a, b, end, brace]).ok and mgr.status("r") is RequestStatus.CONSTRAINED
+    row = allowed(mgr.grammar_bitmask(["r"]).bitmask[0].numpy())
+    assert quote in row and brace not in row
+
+
+@pytest.mark.slow
+def test_bench_loop_with_a_budget_stays_valid(tmp_path, capsys):
+    """``python -m bench loop --max-thinking-tokens``, tiny: forced ends happen, every output is valid."""
+    from bench.__main__ import main
+
+    out = tmp_path / "loop.jsonl"
+    rc = main(["loop", "--batches", "4", "--drafts", "0,2", "--steps", "25", "--warmup", "1",
+               "--max-thinking-tokens", "3", "--out", str(out), "--plot", ""])
+    text = capsys.readouterr().out
+    assert rc == 0, text
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert all(r["invalid"] == 0 and r["errors"] == 0 and r["max_thinking_tokens"] == 3 for r in rows)
+    assert sum(r["forced_ends"] for r in rows) > 0 and sum(r["finished"] for r in rows) > 0
+    assert "forced_ends" in text
+
+
+class HeldCompiler:
+    """The real compiler behind a future the test completes when it chooses."""
+
+    def __init__(self, real: Compiler) -> None:
+        self.real = real
+        self.pending: list[tuple[Constraint, Future]] = []
+
+    def submit(self, constraint: Constraint, *, timeout_s: float | None = None) -> Future:
+        fut: Future = Future()
+        self.pending.append((constraint, fut))
+        return fut
+
+    def mark_overdue(self, fut: Future) -> None:
+        pass
+
+    def __getattr__(self, name: str):
+        return getattr(self.real, name)
+
+    def finish(self) -> None:
+        for constraint, fut in self.pending:
+            fut.set_running_or_notify_cancel()
+            fut.set_result(self.real.compile(constraint, timeout=120))
+
+
+@pytest.mark.parametrize("k", [0, 2])
+def test_the_budget_forces_the_end_while_the_constraint_still_compiles(k):
+    """compile_while_thinking: before the budget the rows hold the end off; at the budget they force it
+    anyway; the request then waits for its grammar out of the schedule, and completes valid after."""
+    fam = FAMILIES["qwen3"]
+    v = vocab_of(fam.vocab)
+    manager(v, fam.parser)  # the shared compiler for this vocabulary
+    held = HeldCompiler(_COMPILERS[v.name])
+    mgr = StructuredOutputManager(v, fam.parser, compiler=held, max_num_seqs=2, num_speculative_tokens=k,
+                                  num_fill_threads=1, compile_while_thinking=True)
+    mgr.add_request("r", Constraint.json_schema(SCHEMA), v.encode(fam.prompt), max_thinking_tokens=3)
+    assert mgr.is_ready("r") and not mgr.is_compiled("r")
+    end = v.token_id("</think>")
+    think = v.encode(fam.think)
+    out: list[int] = []
+    while mgr.status("r") is RequestStatus.THINKING:
+        drafts = think[len(out):len(out) + k]
+        batch = mgr.grammar_bitmask([("r", drafts)] if k else ["r"])
+        rows = {li: allowed(batch.bitmask[i].numpy()) for i, li in enumerate(batch.logits_indices.tolist())}
+        commit = []
+        for j in range(len(drafts) + 1):
+            row = rows[j]
+            pos = len(out) + j
+            if pos < 3:
+                assert end not in row and len(row) > 1000  # the hold row
+                t = think[pos]
+            else:
+                assert row.tolist() == [end]
+                t = end
+            commit.append(t)
+            if j == len(drafts) or drafts[j] != t:
+                break
+        assert mgr.accept_tokens("r", commit).ok
+        out += commit
+    assert out == think[:3] + [end]
+    assert mgr.status("r") is RequestStatus.COMPILING and not mgr.is_ready("r")
+    held.finish()
+    assert mgr.is_ready("r") and mgr.status("r") is RequestStatus.CONSTRAINED
+    body = v.encode(ANSWER) + [v.token_id(fam.stop)]
+    for t in body:
+        assert t in allowed(mgr.grammar_bitmask(["r"]).bitmask[0].numpy())
+        res = mgr.accept_tokens("r", [t])
+    assert res.status == "terminated"
