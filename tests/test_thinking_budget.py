@@ -60,6 +60,12 @@ FAMILIES = {
     "granite": Family("granite", "qwen3_6", "<|im_start|>assistant\n",
                       "Here is my thought process:\nThe user asks who. I should think about it at length, step "
                       "by step, and only then answer.\nHere is my response:", "<|im_end|>", {"thinking": True}),
+    "olmo3": Family("olmo3", "qwen3_6", "<|im_start|>assistant\n<think>",
+                    "The user asks who. I should think about it at length, step by step, and only then answer."
+                    "</think>", "<|im_end|>"),
+    "hunyuan": Family("hunyuan_a13b", "qwen3_6", "<|startoftext|>Who?<|extra_0|>",
+                      "<think>\nThe user asks who. I should think about it at length, step by step, and only then "
+                      "answer.\n</think>\n<answer>", "<|im_end|>"),
 }
 
 # the end of thinking each family's rows force, by budget (the state a budget of that size reaches)
@@ -73,6 +79,8 @@ EXPECTED: dict[tuple[str, int], str] = {
     ("gptoss", 9): "<|end|><|start|>assistant<|channel|>final<|message|>",
     ("granite", 0): "Here is my response:", ("granite", 1): " is my response:",
     ("granite", 12): "\nHere is my response:",
+    ("olmo3", 0): "</think>", ("olmo3", 9): "</think>",
+    ("hunyuan", 0): "\n</think>\n<answer>", ("hunyuan", 9): "\n</think>\n<answer>",
 }
 
 
@@ -267,7 +275,7 @@ def test_drafts_that_deviate_at_the_budget_get_forcing_rows(fam, budget, k):
 
 
 @pytest.mark.parametrize("fam,budget", [("qwen3", 9), ("mistral", 0), ("gptoss", 9), ("gptoss", 0),
-                                        ("granite", 12), ("deepseek_r1", 9)])
+                                        ("granite", 12), ("deepseek_r1", 9), ("hunyuan", 9)])
 @pytest.mark.parametrize("k", [2, 4])
 def test_drafts_that_follow_the_forced_end_are_accepted_into_the_grammar(fam, budget, k):
     """An oracle drafter proposes exactly the output (forced tokens and grammar tokens): every draft is
@@ -305,7 +313,8 @@ def test_compile_while_thinking_on(fam, budget, k):
     assert live.out == run(fam, budget).out
 
 
-@pytest.mark.parametrize("fam,budget", [("qwen3", 9), ("mistral", 0), ("gptoss", 9), ("granite", 12)])
+@pytest.mark.parametrize("fam,budget", [("qwen3", 9), ("mistral", 0), ("gptoss", 9), ("granite", 12),
+                                        ("hunyuan", 9)])
 def test_multi_token_commits_cross_the_budget_exactly(fam, budget):
     """The whole output committed in random chunks (budget point, forced sequence and content inside
     chunks): accepted, terminated; the grammar saw exactly the content."""
