@@ -45,6 +45,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--kinds", default="json,regex,choice,tool_required,tool_named,tool_auto",
                    help="request kinds in the mix (default: all)")
     p.add_argument("--think-fraction", type=float, default=0.5, help="share of requests that think first")
+    p.add_argument("--max-thinking-tokens", type=int, default=None,
+                   help="thinking budget of every request (default: none); the stand-in model writes its "
+                        "answer after a forced end of thinking")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", default=None, help="JSON-lines file to append to (default: bench-results/loop.jsonl)")
     p.add_argument("--plot", default=str(RESULTS_DIR / "loop.png"),
@@ -86,6 +89,7 @@ class _Totals:
     errors: int = 0
     diverged: int = 0
     thinking_rows: int = 0
+    forced_ends: int = 0
 
 
 def main(args: argparse.Namespace) -> int:
@@ -123,7 +127,8 @@ def main(args: argparse.Namespace) -> int:
                 "floor_fill_us": t.floor_fill / t.steps, "floor_apply_us": t.floor_apply / t.steps,
                 "floor_accept_us": t.floor_accept / t.steps,
                 "finished": t.finished, "invalid": t.invalid, "truncated": t.truncated, "errors": t.errors,
-                "diverged": t.diverged, "tokens": t.tokens,
+                "diverged": t.diverged, "tokens": t.tokens, "forced_ends": t.forced_ends,
+                "max_thinking_tokens": args.max_thinking_tokens,
             }
             rows_out.append(row)
             grand_invalid += t.invalid + t.errors
@@ -135,7 +140,7 @@ def main(args: argparse.Namespace) -> int:
           f"x = ratio to the floor measured in the same run")
     print_table(rows_out, ["batch", "drafts", "fill_us", "fill_x", "apply_us", "apply_x", "accept_us",
                            "accept_x", "step_us", "rows_per_step", "masked_tok_per_s", "finished",
-                           "invalid", "truncated"])
+                           "invalid", "truncated"] + (["forced_ends"] if args.max_thinking_tokens is not None else []))
     total_finished = sum(r["finished"] for r in rows_out)
     print(f"\noutputs checked: {total_finished}; invalid outputs: {grand_invalid}"
           + ("" if not invalid_examples else "\n  e.g. " + "\n  e.g. ".join(invalid_examples[:5])))
@@ -176,7 +181,8 @@ def _run_config(B, k, args, vocab, compiler, torch, xgr, kernels, Manager, Workl
     def top_up() -> None:
         while len(live) + len(waiting) < B:
             sr = workload.next()
-            mgr.add_request(sr.rid, sr.constraint, sr.prompt_ids, chat_template_kwargs=sr.chat_template_kwargs)
+            mgr.add_request(sr.rid, sr.constraint, sr.prompt_ids, chat_template_kwargs=sr.chat_template_kwargs,
+                            max_thinking_tokens=args.max_thinking_tokens)
             waiting.append(_Live(sr, tracker=mgr.parser.new_tracker(sr.prompt_ids, sr.chat_template_kwargs)))
 
     step = 0
@@ -290,6 +296,14 @@ def _run_config(B, k, args, vocab, compiler, torch, xgr, kernels, Manager, Workl
             lv.pos += len(got)
             if not lv.diverged and lv.req.script[start:start + len(got)] != got:
                 lv.diverged = True
+            if lv.content_start is not None and lv.content_start != lv.req.content_start:
+                # the budget forced the end of thinking: the model answers from there (its script's content)
+                sr = lv.req
+                sr.script = lv.out[:lv.content_start] + sr.script[sr.content_start:]
+                sr.content_start = lv.content_start
+                lv.diverged = sr.script[:len(lv.out)] != lv.out
+                if measured:
+                    t.forced_ends += 1
             if res.status == "error":
                 if measured:
                     t.errors += 1

@@ -24,10 +24,10 @@ Trackers
 Every built-in family writes its tracker the same way: its per-request state is a small immutable
 value (an int, or a named tuple of bytes and ints; :data:`ENDED` once the reasoning has ended, the same
 value for every family), and the parser has one pure step ``step(state, ids) -> (state, end)`` and
-``keep_thinking_ids(state)`` and ``ending_ids(state)`` (:class:`Stepper`). :class:`StateTracker` holds
-the state and is the only implementation of ``scan`` (step, keep nothing), ``advance`` (step, keep the
-state), ``keep_thinking_token_ids(after)`` and ``ending_token_ids(after)`` (step over ``after``, then
-ask). An immutable state is what lets a
+``keep_thinking_ids(state)``, ``ending_ids(state)`` and ``forced_end_ids(state)`` (:class:`Stepper`).
+:class:`StateTracker` holds the state and is the only implementation of ``scan`` (step, keep nothing),
+``advance`` (step, keep the state), ``keep_thinking_token_ids(after)``, ``ending_token_ids(after)`` and
+``forced_end_token_ids(after)`` (step over ``after``, then ask). An immutable state is what lets a
 scan cost only its step: there is nothing to copy to keep the committed state safe.
 
 Per-request ``chat_template_kwargs`` (``enable_thinking``, ``thinking``, ``include_reasoning`` ...) may be
@@ -45,7 +45,7 @@ from typing import Any, ClassVar, Generic, Literal, Protocol, TypeVar
 from .vocabulary import Vocabulary
 
 __all__ = ["ReasoningEnd", "ReasoningSplit", "ReasoningParser", "ReasoningTracker", "ReasoningStream",
-           "DeltaMessage", "StateTracker", "Stepper", "ENDED", "ending_ids_among", "truthy", "reasoning_excluded", "thinking_switch"]
+           "DeltaMessage", "StateTracker", "Stepper", "ENDED", "ending_ids_among", "checked_end", "truthy", "reasoning_excluded", "thinking_switch"]
 
 _FALSE_STRINGS = frozenset({"false", "0", "no", "off", "none", "disabled"})
 
@@ -159,6 +159,18 @@ class ReasoningTracker(ABC):
         This default says the tracker cannot tell; every built-in family answers."""
         return None
 
+    def forced_end_token_ids(self, after: Sequence[int] = ()) -> tuple[int, ...] | None:
+        """The family's end-of-thinking sequence from the state after the committed tokens and ``after``.
+
+        The token ids that, written next, end the thinking exactly at their last token (that token not
+        being content): ``</think>``; ``[THINK] [/THINK]`` for a model still deciding whether it thinks;
+        ``<|end|><|start|>assistant<|channel|>final<|message|>`` in a harmony analysis body; a text
+        marker's tokens. Empty once the thinking has ended. None when the family cannot force its end
+        from there. The manager forces them, one row per token, when a request reaches its
+        ``max_thinking_tokens``. Pure: changes no state. This default says the family cannot force its
+        end; every built-in family answers."""
+        return None
+
 
 def ending_ids_among(stepper: Stepper[S], state: S, candidates: frozenset[int]) -> frozenset[int]:
     """The ids of ``candidates`` (a superset of the ids that can end the thinking from ``state``) whose
@@ -191,6 +203,10 @@ class Stepper(Protocol[S]):
 
     def ending_ids(self, state: S) -> frozenset[int] | None:
         """``ReasoningTracker.ending_token_ids`` for a request in ``state``."""
+        ...
+
+    def forced_end_ids(self, state: S) -> tuple[int, ...] | None:
+        """``ReasoningTracker.forced_end_token_ids`` for a request in ``state``."""
         ...
 
 
@@ -232,6 +248,27 @@ class StateTracker(ReasoningTracker, Generic[S]):
         if len(after):
             state = self._parser.step(state, after)[0]
         return self._parser.ending_ids(state)
+
+    def forced_end_token_ids(self, after: Sequence[int] = ()) -> tuple[int, ...] | None:
+        state = self._state
+        if len(after):
+            state = self._parser.step(state, after)[0]
+        return self._parser.forced_end_ids(state)
+
+
+def checked_end(stepper: Stepper[S], state: S, candidate: Sequence[int] | None) -> tuple[int, ...] | None:
+    """``candidate`` as the end-of-thinking sequence from ``state``, if stepping it from there ends the
+    thinking (not on a content token); cut after the token that ends it. None otherwise (the family
+    cannot force its end with it). What every family's :meth:`Stepper.forced_end_ids` returns, so a
+    forced sequence is exact by construction: the tracker ends on its last token, never before."""
+    if state == ENDED:
+        return ()
+    if not candidate:
+        return None
+    end = stepper.step(state, candidate)[1]
+    if end is None or end.is_content:
+        return None
+    return tuple(candidate[:end.offset + 1])
 
 
 class ReasoningStream(ABC):

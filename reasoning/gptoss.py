@@ -77,7 +77,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, NamedTuple
 
 from .base import (ENDED, DeltaMessage, ReasoningEnd, ReasoningParser, ReasoningSplit, ReasoningStream,
-                   StateTracker, ending_ids_among, reasoning_excluded)
+                   StateTracker, checked_end, ending_ids_among, reasoning_excluded)
 from .registry import register_reasoning_parser
 
 __all__ = ["GptOssReasoningParser", "GptOssTracker", "GptOssStream", "HarmonyEnd",
@@ -194,6 +194,18 @@ class GptOssReasoningParser(ReasoningParser):
         self.message_id = ids["<|message|>"]
         self.close_ids: frozenset[int] = frozenset(ids[m] for m in ("<|end|>", "<|return|>", "<|call|>"))
         self._leave_body = self.close_ids | {self.start_id, self.channel_id}  # tokens that end a body
+        # the forced end of thinking (a thinking budget): open the final channel, from wherever we are
+        v = self.vocabulary
+        if v.can_encode:
+            final = (self.channel_id, *v.encode("final"), self.message_id)
+            restart = (self.start_id, *v.encode("assistant"), *final)
+            self._forced: dict[int, tuple[tuple[int, ...], ...]] = {
+                _BODY: ((ids["<|end|>"], *restart),),  # close the analysis message first
+                _OUTSIDE: (restart,),
+                _HEADER: (final, restart),  # finish this header as a final one, else start a new message
+            }
+        else:
+            self._forced = {}
 
     # -- contract: engine core -------------------------------------------------------------------
     @property
@@ -283,6 +295,18 @@ class GptOssReasoningParser(ReasoningParser):
         if state == ENDED:
             return frozenset()
         return ending_ids_among(self, state, self.reasoning_end_token_ids)  # <|message|> after a final header
+
+    def forced_end_ids(self, state: HarmonyState) -> tuple[int, ...] | None:
+        """From an analysis body: ``<|end|><|start|>assistant<|channel|>final<|message|>``; between
+        messages: the same without ``<|end|>``; inside a header: ``<|channel|>final<|message|>`` when
+        that makes it a final header, else a new final message. None without an encoder."""
+        if state == ENDED:
+            return ()
+        for c in self._forced.get(state.mode, ()):  # type: ignore[union-attr]
+            found = checked_end(self, state, c)
+            if found is not None:
+                return found
+        return None
 
     # -- the token machine -----------------------------------------------------------------------
     def _walk(self, st: _State, token_ids: Sequence[int], base: int = 0,

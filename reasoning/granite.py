@@ -82,7 +82,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Literal, NamedTuple
 
 from .base import (ENDED, DeltaMessage, ReasoningEnd, ReasoningParser, ReasoningSplit, ReasoningStream,
-                   StateTracker, reasoning_excluded, thinking_switch)
+                   StateTracker, checked_end, reasoning_excluded, thinking_switch)
 from .registry import register_reasoning_parser
 
 __all__ = ["GraniteReasoningParser", "GraniteTracker", "GraniteStream",
@@ -215,6 +215,7 @@ class GraniteReasoningParser(ReasoningParser):
         self._keep_lock = threading.Lock()
         self._keep_cache: dict[bytes, frozenset[int]] = {}
         self._buckets: tuple[dict[int, list[int]], dict[int, list[int]], list[int]] | None = None
+        self._forced_cache: dict[bytes, tuple[tuple[int, ...], ...]] = {}  # prefix -> encoded candidates
         pieces, self._end_candidates = self._scan_vocabulary()
         for m in START_MARKERS + END_MARKERS:
             if not _can_spell(m.encode(), pieces):
@@ -346,6 +347,34 @@ class GraniteReasoningParser(ReasoningParser):
     def ending_ids(self, state: State) -> frozenset[int] | None:
         # the end markers are texts: ordinary tokens can complete them, so no id set holds them off
         return frozenset() if state == ENDED else None
+
+    def forced_end_ids(self, state: State) -> tuple[int, ...] | None:
+        """The end of thinking, spelled by the tokenizer: while thinking, a newline and the first end
+        marker; while ``PENDING``, the rest of a marker the matched prefix begins (an end marker: the
+        model skips its thoughts; else the start marker, a newline and the end marker). None without
+        an encoder."""
+        if state == ENDED:
+            return ()
+        v = self.vocabulary
+        if not v.can_encode:
+            return None
+        mode, part = _unpack(state)
+        key = b"\x00" if mode == THINKING else part  # no PENDING prefix holds a NUL byte
+        candidates = self._forced_cache.get(key)
+        if candidates is None:
+            if mode == THINKING:
+                texts = ["\n" + END_MARKERS[0]]
+            else:
+                texts = [m[len(part):].decode() for m in _END_B if m.startswith(part)]
+                texts += [m[len(part):].decode() + "\n" + END_MARKERS[0] for m in _START_B if m.startswith(part)]
+            candidates = tuple(tuple(v.encode(t)) for t in texts)
+            if len(self._forced_cache) < 256:
+                self._forced_cache[key] = candidates
+        for c in candidates:
+            found = checked_end(self, state, c)
+            if found is not None:
+                return found
+        return None
 
     def pending_keep_token_ids(self, part: bytes = b"") -> frozenset[int]:
         """While ``PENDING`` with ``part`` matched: the ordinary tokens that, as the next token, do not

@@ -28,3 +28,4 @@ class HunyuanA13BReasoningParser(TextMarkerParser):
     turn_start_texts = ("<|extra_0|>", "<|startoftext|>")
     default_mode = "thinking"
     thinking_kwargs = ()
+    forced_end_text = "\n</think>\n<answer>"  # a thinking budget closes the thinking as the model does

@@ -47,7 +47,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar, Literal
 
 from .base import (ENDED, DeltaMessage, ReasoningEnd, ReasoningParser, ReasoningSplit, ReasoningStream,
-                   StateTracker, ending_ids_among, reasoning_excluded, thinking_switch)
+                   StateTracker, checked_end, ending_ids_among, reasoning_excluded, thinking_switch)
 
 __all__ = ["TokenMarkerParser", "TokenMarkerTracker", "TokenMarkerStream",
            "PENDING", "THINKING", "ENDED", "LABEL", "DefaultMode"]
@@ -119,6 +119,13 @@ class TokenMarkerParser(ReasoningParser):
         # PENDING: the tokens that do not start the content (a start marker opens the thinking, an end
         # marker closes it unwritten); any other token is the first content token
         self._pending_keep_ids: frozenset[int] = self.start_token_ids | self.end_token_ids
+        # the forced end of thinking (a thinking budget): the first end marker; a model still deciding
+        # writes an empty thinking (first start marker, then the end marker), as its own format spells it
+        first_end = self._require(self.end_markers[0]) if self.end_markers else None
+        first_start = self._require(self.start_markers[0]) if self.start_markers else None
+        self._forced_end: tuple[int, ...] | None = None if first_end is None else (first_end,)
+        self._forced_pending: tuple[int, ...] | None = (
+            None if first_end is None else (first_end,) if first_start is None else (first_start, first_end))
 
     # -- contract: engine core -------------------------------------------------------------------
     @property
@@ -205,6 +212,10 @@ class TokenMarkerParser(ReasoningParser):
         if state == ENDED:
             return frozenset()
         return ending_ids_among(self, state, self._stop_ids)  # only end / implicit-end markers end it
+
+    def forced_end_ids(self, state: State) -> tuple[int, ...] | None:
+        # an implicit end marker is content (Qwen's <tool_call>): a family with only those cannot force
+        return checked_end(self, state, self._forced_pending if state == PENDING else self._forced_end)
 
     def _walk(self, state: State, token_ids: Sequence[int]) -> tuple[State, ReasoningEnd | None, set[int]]:
         """Run ``token_ids`` from ``state``: (new state, where it ended, indices of dropped markers)."""

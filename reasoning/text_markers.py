@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, Literal, NamedTuple
 
 from .base import (ENDED, DeltaMessage, ReasoningEnd, ReasoningParser, ReasoningSplit, ReasoningStream,
-                   StateTracker, reasoning_excluded, thinking_switch)
+                   StateTracker, checked_end, reasoning_excluded, thinking_switch)
 from .markers import THINKING
 
 __all__ = ["TextMarkerParser", "TextMarkerTracker", "TextMarkerStream"]
@@ -63,7 +63,8 @@ class TextMarkerParser(ReasoningParser):
     """A reasoning parser whose markers are texts (see the module docstring).
 
     Class attributes a family sets: ``start_texts`` (dropped while thinking), ``end_texts``,
-    ``turn_start_texts``, ``default_mode`` (``"thinking"`` / ``"off"``) and ``thinking_kwargs``.
+    ``turn_start_texts``, ``default_mode`` (``"thinking"`` / ``"off"``), ``thinking_kwargs`` and
+    ``forced_end_text`` (what a thinking budget forces; default the first end marker).
     Construction checks that every marker encodes to tokens of the vocabulary (a vocabulary without an
     encoder cannot be checked and is accepted).
     """
@@ -73,6 +74,8 @@ class TextMarkerParser(ReasoningParser):
     turn_start_texts: ClassVar[tuple[str, ...]] = ()
     default_mode: ClassVar[Literal["thinking", "off"]] = "thinking"
     thinking_kwargs: ClassVar[tuple[str, ...]] = ("enable_thinking",)
+    forced_end_text: ClassVar[str] = ""
+    """The text a thinking budget forces to end the thinking (default: the first end marker)."""
 
     def __init__(self, tokenizer: Any, chat_template_kwargs: Mapping[str, Any] | None = None) -> None:
         super().__init__(tokenizer, chat_template_kwargs)
@@ -90,6 +93,9 @@ class TextMarkerParser(ReasoningParser):
         self._keep = max(len(m) for m in self._starts + self._ends) - 1
         # a window without the first byte of any marker can neither hold nor begin a marker
         self._firsts = tuple({m[:1] for m in self._starts + self._ends})
+        # the forced end of thinking (a thinking budget), spelled by the tokenizer
+        forced = self.forced_end_text or self.end_texts[0]
+        self._forced_end: tuple[int, ...] | None = tuple(v.encode(forced)) if v.can_encode else None
 
     # -- engine core -----------------------------------------------------------------------------
     @property
@@ -172,6 +178,10 @@ class TextMarkerParser(ReasoningParser):
     def ending_ids(self, state: TextState) -> frozenset[int] | None:
         # the end markers are texts: ordinary tokens can complete them, so no id set holds them off
         return frozenset() if state == ENDED else None
+
+    def forced_end_ids(self, state: TextState) -> tuple[int, ...] | None:
+        # whatever bytes are held, the whole marker follows them: it completes in its last token
+        return checked_end(self, state, self._forced_end)
 
     # -- front end -------------------------------------------------------------------------------
     def extract_reasoning(self, text: str, prompt_token_ids: Sequence[int] = (),

@@ -17,10 +17,11 @@ import numpy as np
 import torch
 import xgrammar as xgr
 
-from thinkgate.reasoning.base import ReasoningParser
+from thinkgate.reasoning.base import ReasoningParser, ReasoningTracker
 from thinkgate.reasoning.registry import get_reasoning_parser
 from thinkgate.reasoning.vocabulary import Vocabulary
 
+from .budget import ThinkingBudget, validate_budget
 from .buffer import BitmaskBuffer
 from .compiler import CompiledConstraint, Compiler, xgrammar_message
 from .constraints import Constraint
@@ -191,7 +192,10 @@ class StructuredOutputManager:
        is advanced through the drafts and rolled back; a draft the grammar rejects, or a stop token
        it accepts, ends that request's rows for the step); a request still thinking gets no row,
        except to mask implicit reasoning-end tokens its grammar could not start with (see below); a
-       terminated request gets stop-token-only rows; unconstrained and errored requests get none.
+       terminated request gets stop-token-only rows; unconstrained and errored requests get none. A
+       request that reached its ``max_thinking_tokens`` without ending its thinking gets, from that
+       point, one row per token of its family's end of thinking, each allowing only that token, with or
+       without a constraint (:mod:`.budget`).
     4. The engine applies the rows (``kernels.apply_token_bitmask_inplace(logits, batch.bitmask,
        batch.logits_indices)``) and samples.
     5. ``accept_tokens(id, token_ids)`` with the committed tokens (accepted drafts plus the bonus
@@ -330,6 +334,7 @@ class StructuredOutputManager:
         self._next_buffer = 0
         self._filler = RowFiller(num_fill_threads, batch_fill_min_rows, vocab.stop_token_ids)
         self._gate = ReasoningGate(vocab, self.parser.implicit_reasoning_end_token_ids if self.parser is not None else ())
+        self._budget = ThinkingBudget(self.num_words)
         self._requests: dict[str, RequestState] = {}
         self._stop_row = row_with(self.num_words, vocab.stop_token_ids)  # precomputed row of a terminated request
         self._stop_ids = vocab.stop_token_ids
@@ -392,11 +397,18 @@ class StructuredOutputManager:
     # -- requests --------------------------------------------------------------------------------
     @_one_thread
     def add_request(self, request_id: str, constraint: Constraint | None, prompt_token_ids: Sequence[int] = (), *,
-                    chat_template_kwargs: Mapping[str, Any] | None = None, include_reasoning: bool = True) -> None:
+                    chat_template_kwargs: Mapping[str, Any] | None = None, include_reasoning: bool = True,
+                    max_thinking_tokens: int | None = None) -> None:
         """Register a request: check the arguments (``ValueError`` for a malformed one, nothing
         stored), start compiling the constraint, and derive the reasoning state from the prompt.
         O(size of the prompt and the constraint) on this thread: the constraint is validated with
-        its compile, off this thread (an invalid one puts the request in ``ERROR``)."""
+        its compile, off this thread (an invalid one puts the request in ``ERROR``).
+
+        ``max_thinking_tokens``: None (no budget) or an int >= 0: once the request has written that many
+        tokens of this turn's thinking, its rows force the family's end of thinking, then the grammar
+        applies (see :mod:`.budget`). ``ValueError`` without a reasoning parser, with a constraint that
+        covers the reasoning, or with a family that cannot force its end; no effect on a request that
+        starts with its thinking ended."""
         if not isinstance(request_id, str):
             raise ValueError(f"request_id must be a str, got {type(request_id).__name__}")
         if request_id in self._requests:
@@ -406,6 +418,7 @@ class StructuredOutputManager:
         if chat_template_kwargs is not None and not isinstance(chat_template_kwargs, Mapping):
             raise ValueError("chat_template_kwargs must be a mapping")
         prompt_token_ids = self._prompt_list(prompt_token_ids)
+        limit = validate_budget(max_thinking_tokens)
         tracker = None
         if constraint is not None and constraint.covers_reasoning:
             include_reasoning = False  # the constraint spells the thinking itself (harmony)
@@ -416,7 +429,11 @@ class StructuredOutputManager:
             tracker = self.parser.new_tracker(prompt_token_ids, kwargs)
             if tracker.ended:
                 tracker = None
+        forced = self._budget_start(limit, constraint, tracker)
         req = RequestState(request_id, constraint, tracker)
+        if tracker is not None and limit is not None:
+            req.think_limit = limit
+            req.forced = forced if limit == 0 else None
         if constraint is None:
             req.status = THINKING if tracker is not None else CONSTRAINED
         else:
@@ -428,6 +445,25 @@ class StructuredOutputManager:
             if req.future.done():
                 self._resolve(req)
         self._requests[request_id] = req
+
+    def _budget_start(self, limit: int | None, constraint: Constraint | None,
+                      tracker: ReasoningTracker | None) -> tuple[int, ...] | None:
+        """The forced end of thinking from the request's first state (None without a budget or a
+        thinking tracker); ``ValueError`` when a budget cannot apply."""
+        if limit is None:
+            return None
+        if self.parser is None:
+            raise ValueError("max_thinking_tokens needs a reasoning parser: this manager has none")
+        if constraint is not None and constraint.covers_reasoning:
+            raise ValueError(f"max_thinking_tokens cannot apply to a {constraint.kind} constraint that covers the "
+                             f"reasoning: its grammar spells the thinking itself")
+        if tracker is None:
+            return None  # its thinking has ended before the first token: nothing to count
+        forced = tracker.forced_end_token_ids()
+        if forced is None:
+            raise ValueError(f"max_thinking_tokens: the reasoning parser {self.parser.name!r} cannot force the end "
+                             f"of its thinking on the vocabulary {self.vocabulary.name!r}")
+        return forced
 
     @_one_thread
     def remove_request(self, request_id: str) -> None:
@@ -548,15 +584,25 @@ class StructuredOutputManager:
                 if m is None and req.future is not None:  # thinking while its constraint compiles
                     self._resolve(req)
                     m = req.matcher
-                    if m is None and req.future is not None:  # still compiling: hold the end off
-                        gate.holding_rows(req, drafts, base, sb, row_logits, row_rids)
-                if m is not None:
-                    end = gate.thinking_rows(req, drafts, base, sb, row_logits, row_rids)
-                    if end is not None:
-                        # the grammar starts at drafts[content_start] (the implicit end token itself, or
-                        # the token after the end marker); its first row is at end.offset + 1
-                        walks.append(Walk(m, drafts, end.offset + 1, base, rid, req.may_allow_all, end.content_start))
-                        fill_rows += nd - end.offset
+                # a budget reached in this step: its rows from the budget point on force the end of thinking
+                forcing = self._budget.plan(req, drafts) if req.think_limit is not None and \
+                    req.status is THINKING and req.n_out + nd >= req.think_limit else None
+                own = drafts if forcing is None else drafts[:forcing.first - 1] if forcing.first else None
+                end = None
+                if own is not None and req.status is THINKING:
+                    if m is None:
+                        if req.future is not None:  # still compiling: hold the end off
+                            gate.holding_rows(req, own, base, sb, row_logits, row_rids)
+                    else:
+                        end = gate.thinking_rows(req, own, base, sb, row_logits, row_rids)
+                if forcing is not None:
+                    self._budget.place(forcing, rid, base, sb, row_logits, row_rids)
+                    end = forcing.end
+                if end is not None and m is not None:
+                    # the grammar starts at drafts[content_start] (the implicit end token itself, or
+                    # the token after the end marker); its first row is at end.offset + 1
+                    walks.append(Walk(m, drafts, end.offset + 1, base, rid, req.may_allow_all, end.content_start))
+                    fill_rows += nd - end.offset
             elif st is TERMINATED:
                 stop = self._stop_row
                 place = sb.place
@@ -640,6 +686,11 @@ class StructuredOutputManager:
         if st is THINKING:
             tracker = req.tracker
             assert tracker is not None, "a thinking request has a tracker"
+            if req.think_limit is not None and req.n_out + n >= req.think_limit:  # at its budget point
+                problem = self._budget.check_commit(req, token_ids, self.vocabulary.token_bytes)
+                if problem is not None:
+                    req.fail(problem)
+                    return AcceptResult("error", problem)
             end = tracker.advance(token_ids)
             if end is None:
                 req.n_out += len(token_ids)

@@ -51,7 +51,8 @@ class RequestState:
     """
 
     __slots__ = ("rid", "constraint", "status", "message", "future", "deadline", "compiled", "matcher",
-                 "tracker", "think_row", "pending_row", "pending", "n_out", "n_content", "may_allow_all", "held")
+                 "tracker", "think_row", "pending_row", "pending", "n_out", "n_content", "may_allow_all", "held",
+                 "think_limit", "forced")
 
     def __init__(self, rid: str, constraint: Constraint | None, tracker: ReasoningTracker | None) -> None:
         self.rid = rid
@@ -70,6 +71,8 @@ class RequestState:
         self.n_content = 0                          # tokens fed to the grammar
         self.may_allow_all = False                  # a row may allow everything: fill one by one
         self.held: list[int] | None = None          # content committed before the grammar existed
+        self.think_limit: int | None = None         # max_thinking_tokens (None: no budget; see .budget)
+        self.forced: tuple[int, ...] | None = None  # the forced end of thinking, once the budget is reached
 
     def fail(self, message: str) -> None:
         """Move to ``ERROR`` (final) with ``message``; drop the matcher, grammar and tracker."""
