@@ -17,6 +17,21 @@ Floors, measured in the same run on the same state:
 - accept: the parser's ``scan`` of the committed tokens while thinking, and xgrammar's ``accept_token``
   called directly for the same content tokens.
 
+Options for the scheduler features (off by default; each adds its columns):
+
+- ``--jump-forward N``: after each commit, ``manager.forced_tokens(rid, N)`` and, when the grammar
+  forces tokens, their commit with ``accept_tokens`` without a model step (the stand-in model's
+  script must agree with them: a forced token is the only one the mask allows). Prints the share
+  of content tokens that came this way (``jf_saved``: forced / all content tokens committed) and the
+  time per ``forced_tokens`` call (``jf_us``).
+- ``--overlap``: each step also runs the fill beside a stand-in model forward (``--forward sleep``:
+  ``time.sleep(--forward-us)``, as a GPU forward leaves the CPU idle; ``--forward matmul``: a
+  float32 ``[n, n] @ [n, n]`` torch matmul of ``--forward-size n``, which releases the GIL), twice on
+  the same state: serial (``grammar_bitmask``, then the forward) and overlapped
+  (``grammar_bitmask_async``, the forward, ``result()``). Prints both times and their ratio
+  (``overlap_x`` = overlapped / serial, lower is better) and checks that the overlapped rows equal
+  the step's rows (a mismatch counts as an error).
+
 Every finished output is checked (valid for its schema / regex / choice, tool calls read back with the
 format's reader and validated): the count of invalid outputs is printed and must be 0.
 "Masked tokens/s" is the number of masked logits rows (each one a sampled position) per second of our
@@ -50,6 +65,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--plot", default=str(RESULTS_DIR / "loop.png"),
                    help="PNG of the sweep when matplotlib is installed ('' to skip)")
     p.add_argument("--no-write", action="store_true", help="write no JSON lines and no plot")
+    p.add_argument("--jump-forward", type=int, default=0, metavar="N",
+                   help="append the tokens the grammar forces (at most N per call) without model steps (default: 0, off)")
+    p.add_argument("--overlap", action="store_true", help="also time the fill serial vs overlapped with a stand-in forward")
+    p.add_argument("--forward", choices=("sleep", "matmul"), default="sleep", help="stand-in model forward (default: sleep)")
+    p.add_argument("--forward-us", type=int, default=5000, help="--forward sleep: its length in us (default: 5000)")
+    p.add_argument("--forward-size", type=int, default=1024, help="--forward matmul: n of the [n, n] @ [n, n] matmul (default: 1024)")
 
 
 @dataclass
@@ -86,6 +107,14 @@ class _Totals:
     errors: int = 0
     diverged: int = 0
     thinking_rows: int = 0
+    content: int = 0              # content tokens committed (sampled and forced)
+    jf_tokens: int = 0            # of which forced (jump-forward)
+    jf_calls: int = 0
+    jf_time: float = 0.0          # us in forced_tokens
+    forward: float = 0.0          # us of the stand-in forward (serial run)
+    serial: float = 0.0           # us: fill, then the forward
+    overlapped: float = 0.0       # us: async fill beside the forward, then result()
+    overlap_mismatch: int = 0
 
 
 def main(args: argparse.Namespace) -> int:
@@ -125,8 +154,16 @@ def main(args: argparse.Namespace) -> int:
                 "finished": t.finished, "invalid": t.invalid, "truncated": t.truncated, "errors": t.errors,
                 "diverged": t.diverged, "tokens": t.tokens,
             }
+            if args.jump_forward:
+                row.update(jf_saved=t.jf_tokens / t.content if t.content else 0.0, jf_tokens=t.jf_tokens,
+                           content_tokens=t.content, jf_us=t.jf_time / t.jf_calls if t.jf_calls else 0.0,
+                           jf_calls=t.jf_calls)
+            if args.overlap:
+                row.update(fwd_us=t.forward / t.steps, serial_us=t.serial / t.steps, overlap_us=t.overlapped / t.steps,
+                           overlap_x=t.overlapped / t.serial if t.serial else float("nan"),
+                           overlap_mismatch=t.overlap_mismatch)
             rows_out.append(row)
-            grand_invalid += t.invalid + t.errors
+            grand_invalid += t.invalid + t.errors + t.overlap_mismatch
             progress(f"B={B:>3} k={k}: step {row['step_us']:.0f} us (fill {row['fill_x']:.2f}x, apply "
                      f"{row['apply_x']:.2f}x, accept {row['accept_x']:.2f}x of floor), {t.finished} outputs "
                      f"checked, {t.invalid} invalid, {t.diverged} left the script")
@@ -136,6 +173,17 @@ def main(args: argparse.Namespace) -> int:
     print_table(rows_out, ["batch", "drafts", "fill_us", "fill_x", "apply_us", "apply_x", "accept_us",
                            "accept_x", "step_us", "rows_per_step", "masked_tok_per_s", "finished",
                            "invalid", "truncated"])
+    if args.jump_forward:
+        print(f"\njump-forward (forced_tokens, at most {args.jump_forward} per call): jf_saved = forced / content "
+              f"tokens committed; jf_us = time per forced_tokens call")
+        print_table(rows_out, ["batch", "drafts", "content_tokens", "jf_tokens", "jf_saved", "jf_calls", "jf_us"])
+    if args.overlap:
+        what = (f"time.sleep({args.forward_us} us)" if args.forward == "sleep"
+                else f"float32 [{args.forward_size}, {args.forward_size}] @ [{args.forward_size}, {args.forward_size}] torch matmul")
+        print(f"\nfill overlapped with a stand-in forward ({what}), per step in us, same state: serial = "
+              f"grammar_bitmask then forward; overlap = grammar_bitmask_async, forward, result(); overlap_x = overlap / serial")
+        print_table(rows_out, ["batch", "drafts", "fill_us", "fwd_us", "serial_us", "overlap_us", "overlap_x",
+                               "overlap_mismatch"])
     total_finished = sum(r["finished"] for r in rows_out)
     print(f"\noutputs checked: {total_finished}; invalid outputs: {grand_invalid}"
           + ("" if not invalid_examples else "\n  e.g. " + "\n  e.g. ".join(invalid_examples[:5])))
@@ -170,6 +218,7 @@ def _run_config(B, k, args, vocab, compiler, torch, xgr, kernels, Manager, Workl
     waiting: list[_Live] = []
     t = _Totals()
     total_steps = args.warmup + args.steps
+    forward = _stand_in_forward(args, torch)
     max_extra = 64
     last_report = time.monotonic()
 
@@ -253,6 +302,23 @@ def _run_config(B, k, args, vocab, compiler, torch, xgr, kernels, Manager, Workl
                 logits[bonus_rows, bonus_cols] += 50.0
             kernels.apply_token_bitmask_inplace(logits, batch.bitmask, batch.logits_indices, vocab_size=vocab.vocab_size)
 
+        if args.overlap:
+            ref = _rows(batch)
+            f0 = time.perf_counter_ns()
+            mgr.grammar_bitmask(schedule)
+            f1 = time.perf_counter_ns()
+            forward()
+            f2 = time.perf_counter_ns()
+            handle = mgr.grammar_bitmask_async(schedule)
+            forward()
+            got = handle.result()
+            f3 = time.perf_counter_ns()
+            if measured:
+                t.forward += (f2 - f1) / 1e3
+                t.serial += (f2 - f0) / 1e3
+                t.overlapped += (f3 - f2) / 1e3
+                t.overlap_mismatch += _rows(got) != ref
+
         # 3. sample (greedy) and verify the drafts (not timed)
         sampled = logits[:base].argmax(dim=1).tolist()
         commits: list[tuple[_Live, list[int]]] = []
@@ -313,6 +379,30 @@ def _run_config(B, k, args, vocab, compiler, torch, xgr, kernels, Manager, Workl
                 if measured:
                     t.truncated += 1
                 finished.append(lv)
+            elif args.jump_forward and lv.content_start is not None:
+                if measured:
+                    t.content += min(len(got), lv.pos - lv.content_start)
+                j0 = time.perf_counter_ns()
+                forced = mgr.forced_tokens(lv.req.rid, args.jump_forward)
+                j1 = time.perf_counter_ns()
+                if measured:
+                    t.jf_calls += 1
+                    t.jf_time += (j1 - j0) / 1e3
+                if forced:
+                    res = mgr.accept_tokens(lv.req.rid, forced)
+                    start = lv.pos
+                    lv.out.extend(forced)
+                    lv.pos += len(forced)
+                    if not lv.diverged and lv.req.script[start:start + len(forced)] != forced:
+                        lv.diverged = True
+                    if measured:
+                        t.jf_tokens += len(forced)
+                        t.content += len(forced)
+                    if res.status == "error":  # a forced token is allowed by construction: never expected
+                        if measured:
+                            t.errors += 1
+                        invalid_examples.append(f"{lv.req.rid} ({lv.req.kind}): forced tokens rejected: {res.message}")
+                        finished.append(lv)
         for lv in finished:
             mgr.remove_request(lv.req.rid)
             live.pop(lv.req.rid, None)
@@ -337,6 +427,25 @@ def _run_config(B, k, args, vocab, compiler, torch, xgr, kernels, Manager, Workl
         mgr.remove_request(rid)
     mgr.close()
     return t
+
+
+def _rows(batch) -> dict[int, bytes]:
+    """A batch as logits row -> mask bytes (its rows in any order)."""
+    if batch is None:
+        return {}
+    return {i: batch.bitmask[r].numpy().tobytes() for r, i in enumerate(batch.logits_indices.tolist())}
+
+
+def _stand_in_forward(args, torch):
+    """The model forward of ``--overlap``: a sleep, or a torch matmul (both release the GIL)."""
+    if args.forward == "sleep":
+        seconds = args.forward_us / 1e6
+        return lambda: time.sleep(seconds)
+    n = args.forward_size
+    a = torch.randn((n, n), dtype=torch.float32)
+    b = torch.randn((n, n), dtype=torch.float32)
+    out = torch.empty((n, n), dtype=torch.float32)
+    return lambda: torch.mm(a, b, out=out)
 
 
 def _constrained_now(mgr, lv) -> bool:
