@@ -23,7 +23,8 @@ Options for the scheduler features (off by default; each adds its columns):
   forces tokens, their commit with ``accept_tokens`` without a model step (the stand-in model's
   script must agree with them: a forced token is the only one the mask allows). Prints the share
   of content tokens that came this way (``jf_saved``: forced / all content tokens committed) and the
-  time per ``forced_tokens`` call (``jf_us``).
+  time per ``forced_tokens`` call (``jf_us``), also as a ratio to one plain xgrammar fill at the same
+  states (``jf_x``: a call with nothing forced costs one fill and a count of the row's words).
 - ``--overlap``: each step also runs the fill beside a stand-in model forward (``--forward sleep``:
   ``time.sleep(--forward-us)``, as a GPU forward leaves the CPU idle; ``--forward matmul``: a
   float32 ``[n, n] @ [n, n]`` torch matmul of ``--forward-size n``, which releases the GIL), twice on
@@ -111,6 +112,7 @@ class _Totals:
     jf_tokens: int = 0            # of which forced (jump-forward)
     jf_calls: int = 0
     jf_time: float = 0.0          # us in forced_tokens
+    jf_floor: float = 0.0         # us of one plain xgrammar fill at the same states (the floor of a call)
     forward: float = 0.0          # us of the stand-in forward (serial run)
     serial: float = 0.0           # us: fill, then the forward
     overlapped: float = 0.0       # us: async fill beside the forward, then result()
@@ -157,7 +159,7 @@ def main(args: argparse.Namespace) -> int:
             if args.jump_forward:
                 row.update(jf_saved=t.jf_tokens / t.content if t.content else 0.0, jf_tokens=t.jf_tokens,
                            content_tokens=t.content, jf_us=t.jf_time / t.jf_calls if t.jf_calls else 0.0,
-                           jf_calls=t.jf_calls)
+                           jf_calls=t.jf_calls, jf_x=t.jf_time / t.jf_floor if t.jf_floor else float("nan"))
             if args.overlap:
                 row.update(fwd_us=t.forward / t.steps, serial_us=t.serial / t.steps, overlap_us=t.overlapped / t.steps,
                            overlap_x=t.overlapped / t.serial if t.serial else float("nan"),
@@ -175,8 +177,9 @@ def main(args: argparse.Namespace) -> int:
                            "invalid", "truncated"])
     if args.jump_forward:
         print(f"\njump-forward (forced_tokens, at most {args.jump_forward} per call): jf_saved = forced / content "
-              f"tokens committed; jf_us = time per forced_tokens call")
-        print_table(rows_out, ["batch", "drafts", "content_tokens", "jf_tokens", "jf_saved", "jf_calls", "jf_us"])
+              f"tokens committed; jf_us = time per forced_tokens call; jf_x = that time / one plain xgrammar fill "
+              f"at the same states (same run)")
+        print_table(rows_out, ["batch", "drafts", "content_tokens", "jf_tokens", "jf_saved", "jf_calls", "jf_us", "jf_x"])
     if args.overlap:
         what = (f"time.sleep({args.forward_us} us)" if args.forward == "sleep"
                 else f"float32 [{args.forward_size}, {args.forward_size}] @ [{args.forward_size}, {args.forward_size}] torch matmul")
@@ -388,6 +391,10 @@ def _run_config(B, k, args, vocab, compiler, torch, xgr, kernels, Manager, Workl
                 if measured:
                     t.jf_calls += 1
                     t.jf_time += (j1 - j0) / 1e3
+                    shadow = _shadow(lv, compiler, xgr)  # a plain matcher at the same state (catching up: not timed)
+                    k0 = time.perf_counter_ns()
+                    shadow.fill_next_token_bitmask(floor_mask, 0)
+                    t.jf_floor += (time.perf_counter_ns() - k0) / 1e3
                 if forced:
                     res = mgr.accept_tokens(lv.req.rid, forced)
                     start = lv.pos

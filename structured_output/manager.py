@@ -168,6 +168,20 @@ class StructuredOutputManager:
        ``<tool_call>``, included). Answers ``ok`` / ``terminated`` / ``error``.
     6. ``remove_request(id)`` when the request finishes or is aborted.
 
+    Jump-forward (optional, between 5 and the next 3): ``forced_tokens(id, max_tokens)`` lists the
+    tokens the grammar forces next, each the only token its mask allows (never a stop token; nothing
+    while thinking, after the end, in error or unconstrained; see :mod:`.jump_forward`). It moves
+    nothing; the engine appends them to the request without a model step and commits them with
+    ``accept_tokens(id, tokens)`` like sampled tokens, before the request's next
+    ``grammar_bitmask`` (its drafts, if any, follow them). Costs at most ``max_tokens + 1`` fills.
+
+    Overlapped fill (optional, replaces 3): ``handle = grammar_bitmask_async(schedule)`` checks the
+    schedule and places the precomputed rows on the caller's thread (misuse raises at once), then
+    fills the grammar rows on a worker thread while the engine runs the model; ``handle.result()``
+    gives the same batch as ``grammar_bitmask(schedule)``. Until ``result()`` returns or raises, the
+    manager is busy: any other public call raises ``RuntimeError`` and moves nothing. A fill exception
+    is raised by ``result()``, every matcher rolled back (see :mod:`.overlap`).
+
     Reasoning gating
     ----------------
     With a reasoning parser and ``include_reasoning=True``, the grammar applies from the first token

@@ -35,7 +35,7 @@ The GIL
 xgrammar 0.2.9 is bound through ``tvm_ffi``, which releases the GIL for the duration of every call
 (``TVM_FFI_RELEASE_GIL_BY_DEFAULT``): ``GrammarMatcher.fill_next_token_bitmask``,
 ``accept_token`` and ``BatchGrammarMatcher.batch_fill_next_token_bitmask`` all run outside it
-(``python -m bench overlap`` measures it with a pure-Python thread beside each). A short call still
+(``python -m bench gil`` measures it with a pure-Python thread beside each). A short call still
 has to take the GIL back when it returns: with a Python-busy thread beside it, that wait (up to the
 interpreter's switch interval) dominates a per-row fill of a few microseconds. So the worker fills
 every round of rows with the batch matcher (one GIL round trip per round, the rows split over its

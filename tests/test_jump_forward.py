@@ -232,3 +232,26 @@ def test_single_token_matches_a_bit_by_bit_reference():
     top = np.zeros(3, dtype=np.int32)
     top.view(np.uint32)[2] = np.uint32(1 << 31)  # the sign bit of the last word
     assert single_token(top) == 95
+
+
+@pytest.mark.slow
+def test_loop_bench_jump_forward_tiny(tmp_path, capsys):
+    """``python -m bench loop --jump-forward``, tiny: its table, forced tokens committed, 0 invalid."""
+    import re
+
+    from support import assert_table, read_rows
+
+    from bench.__main__ import main
+
+    out = tmp_path / "loop.jsonl"
+    rc = main(["loop", "--batches", "8", "--drafts", "0,2", "--steps", "12", "--warmup", "1", "--kinds",
+               "regex,tool_required", "--think-fraction", "0", "--jump-forward", "8", "--out", str(out), "--plot", ""])
+    text = capsys.readouterr().out
+    assert rc == 0, text
+    cols = ["batch", "drafts", "content_tokens", "jf_tokens", "jf_saved", "jf_calls", "jf_us", "jf_x"]
+    assert_table(text, cols)
+    assert re.search(r"invalid outputs: 0\b", text), text
+    rows = read_rows(out, "loop", cols)
+    assert all(r["invalid"] == 0 and r["errors"] == 0 for r in rows)
+    assert sum(r["jf_tokens"] for r in rows) > 0  # the regexes' dashes and the calls' closing tags
+    assert all(0 <= r["jf_saved"] < 1 for r in rows)

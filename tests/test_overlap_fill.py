@@ -252,3 +252,35 @@ def test_draft_lists_reused_by_the_engine_after_the_call_do_not_change_the_rows(
         mgr.close()
     finally:
         comp.close()
+
+
+@pytest.mark.slow
+def test_loop_bench_overlap_tiny(tmp_path, capsys):
+    """``python -m bench loop --overlap``, tiny: its table, overlapped rows equal to the step's rows."""
+    from support import assert_table, read_rows
+
+    from bench.__main__ import main
+
+    out = tmp_path / "loop.jsonl"
+    rc = main(["loop", "--batches", "8", "--drafts", "0,2", "--steps", "10", "--warmup", "1", "--overlap",
+               "--forward-us", "500", "--out", str(out), "--plot", ""])
+    text = capsys.readouterr().out
+    assert rc == 0, text
+    cols = ["batch", "drafts", "fill_us", "fwd_us", "serial_us", "overlap_us", "overlap_x", "overlap_mismatch"]
+    assert_table(text, cols)
+    rows = read_rows(out, "loop", cols)
+    assert all(r["overlap_mismatch"] == 0 and r["invalid"] == 0 and r["errors"] == 0 for r in rows)
+    assert all(r["serial_us"] > 0 and r["overlap_us"] > 0 for r in rows)
+
+
+def test_gil_bench_tiny(tmp_path, capsys):
+    """``python -m bench gil``, tiny: one row per kind of call, rates measured."""
+    from support import assert_table, read_rows
+
+    from bench.__main__ import main
+
+    out = tmp_path / "gil.jsonl"
+    assert main(["gil", "--seconds", "0.05", "--rows", "4", "--out", str(out)]) == 0
+    assert_table(capsys.readouterr().out, ["call", "work_per_s", "py_kept", "work_kept"])
+    rows = read_rows(out, "gil", ["call", "work_per_s", "py_kept", "work_kept", "vocab"])
+    assert len(rows) == 4 and all(r["work_per_s"] > 0 and r["py_kept"] > 0 for r in rows)
