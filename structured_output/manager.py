@@ -32,7 +32,8 @@ from .rows import row_with
 from .schema_support import new_matcher, output_problem
 from .whitespace import BoundedMatcher
 
-__all__ = ["StructuredOutputManager", "RequestStatus", "AcceptResult", "BitmaskBatch", "ScheduleEntry", "PendingBitmask"]
+__all__ = ["StructuredOutputManager", "RequestStatus", "AcceptResult", "BitmaskBatch", "ScheduleEntry",
+           "PendingBitmask"]
 
 ScheduleEntry = Union[str, tuple[str, Sequence[int]]]
 """A scheduled request: its id, or ``(id, draft_token_ids)`` with speculative decoding."""
@@ -476,7 +477,7 @@ class StructuredOutputManager:
         over the entries before it. Row ``j`` of a request masks the token that follows its committed
         tokens and drafts ``0 .. j-1``.
         """
-        return self._fill_step(self._plan_step(schedule))
+        return self._fill_step(*self._plan_step(schedule))
 
     def grammar_bitmask_async(self, schedule: Sequence[ScheduleEntry]) -> PendingBitmask:
         """Start the fill of ``grammar_bitmask(schedule)`` on a worker thread and return at once, so
@@ -497,7 +498,7 @@ class StructuredOutputManager:
                                "methods")
         self._driver = tid
         try:
-            plan = self._plan_step(schedule)
+            plan = StepPlan._make(self._plan_step(schedule))
             if self._overlap is None:
                 self._overlap = OverlapFiller(self._filler)
             handle = self._overlap.start(self, plan)
@@ -507,9 +508,11 @@ class StructuredOutputManager:
         self._driver = FILL_PENDING  # released by the handle's result()
         return handle
 
-    def _plan_step(self, schedule: Sequence[ScheduleEntry]) -> StepPlan:
+    def _plan_step(self, schedule: Sequence[ScheduleEntry]) -> tuple[Any, ...]:
         """The caller's half of a step: check the whole schedule, place the precomputed rows, and
-        list the grammar rows to fill (no matcher moves)."""
+        list the grammar rows to fill (no matcher moves). Returns the arguments of :meth:`_fill_step`,
+        in the order of :class:`StepPlan`'s fields (a plain tuple: the synchronous step builds no
+        object for it)."""
         if isinstance(schedule, (str, bytes)) or not isinstance(schedule, Sequence):
             raise ValueError(f"schedule must be a sequence of request ids or (request_id, draft_token_ids) "
                              f"pairs, got {type(schedule).__name__}")
@@ -587,13 +590,14 @@ class StructuredOutputManager:
                     row_logits.append(base + j)
                     row_rids.append(rid)
             base += 1 + nd
-        return StepPlan(sb, row_logits, row_rids, plain_matchers, plain_rows, plain_rids, walks, fill_rows, base)
+        return sb, row_logits, row_rids, plain_matchers, plain_rows, plain_rids, walks, fill_rows, base
 
-    def _fill_step(self, plan: StepPlan, filler: RowFiller | None = None) -> BitmaskBatch | None:
+    def _fill_step(self, sb: BitmaskBuffer, row_logits: list[int], row_rids: list[str],
+                   plain_matchers: list[xgr.GrammarMatcher], plain_rows: list[int], plain_rids: list[str],
+                   walks: list[Walk], fill_rows: int, base: int, filler: RowFiller | None = None) -> BitmaskBatch | None:
         """The fill half of a step (on the caller's thread, or on the overlap worker): the grammar
-        rows of ``plan``, then the batch. Every matcher leaves at its committed state."""
-        sb, row_logits, row_rids = plan.buffer, plan.row_logits, plan.row_rids
-        plain_matchers, walks, fill_rows, base = plan.plain_matchers, plan.walks, plan.fill_rows, plan.num_logits_rows
+        rows planned by :meth:`_plan_step` (see :class:`StepPlan`), then the batch. Every matcher
+        leaves at its committed state."""
         if filler is None:
             filler = self._filler
         if fill_rows:
@@ -603,7 +607,7 @@ class StructuredOutputManager:
             sb.overwritten(n_static, n_static + fill_rows)
             dead: list[str] = []
             if plain_matchers:
-                filler.fill_plain(sb, plain_matchers, plan.plain_rows, plan.plain_rids, row_logits, row_rids, dead)
+                filler.fill_plain(sb, plain_matchers, plain_rows, plain_rids, row_logits, row_rids, dead)
             if walks:
                 # after the whole schedule was checked: a misuse found in it leaves every matcher
                 # untouched; an exception inside leaves every matcher at its committed state

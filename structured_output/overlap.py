@@ -47,8 +47,7 @@ mostly waits in code that releases the GIL too (a CUDA synchronize, a CPU matmul
 from __future__ import annotations
 
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import xgrammar as xgr
 
@@ -64,10 +63,10 @@ FILL_PENDING = -1
 """What the manager's driver field holds while an async fill is pending (never a thread id)."""
 
 
-@dataclass(slots=True)
-class StepPlan:
+class StepPlan(NamedTuple):
     """One step after the caller's half (schedule checked, precomputed rows placed): what is left
-    to fill. ``row_logits`` / ``row_rids`` already hold the precomputed rows; the fill appends."""
+    to fill, as the manager's ``_fill_step`` takes it. ``row_logits`` / ``row_rids`` already hold
+    the precomputed rows; the fill appends."""
 
     buffer: BitmaskBuffer
     row_logits: list[int]
@@ -134,11 +133,11 @@ class OverlapFiller:
         for w in plan.walks:  # the engine may reuse its draft lists once this call returned
             w.drafts = tuple(w.drafts)
         if plan.fill_rows:
-            fut = self._pool.submit(manager._fill_step, plan, self.filler)
+            fut = self._pool.submit(manager._fill_step, *plan, filler=self.filler)
         else:
             fut = Future()
             try:
-                fut.set_result(manager._fill_step(plan, self.filler))
+                fut.set_result(manager._fill_step(*plan, filler=self.filler))
             except BaseException as e:  # noqa: BLE001 - handed over through result(), like the worker's
                 fut.set_exception(e)
         return PendingBitmask(manager, fut)
