@@ -27,7 +27,9 @@ Options for the scheduler features (off by default; each adds its columns):
   states (``jf_x``: a call with nothing forced costs one fill and a count of the row's words).
 - ``--overlap``: each step also runs the fill beside a stand-in model forward (``--forward sleep``:
   ``time.sleep(--forward-us)``, as a GPU forward leaves the CPU idle; ``--forward matmul``: a
-  float32 ``[n, n] @ [n, n]`` torch matmul of ``--forward-size n``, which releases the GIL), twice on
+  float32 ``[n, n] @ [n, n]`` torch matmul of ``--forward-size n``, which releases the GIL;
+  ``--forward python``: a pure-Python loop of ``--forward-us``, holding the GIL, the worst case for a
+  fill beside it: an engine that launches its forward from Python without CUDA graphs), twice on
   the same state: serial (``grammar_bitmask``, then the forward) and overlapped
   (``grammar_bitmask_async``, the forward, ``result()``). Prints both times and their ratio
   (``overlap_x`` = overlapped / serial, lower is better) and checks that the overlapped rows equal
@@ -69,8 +71,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--jump-forward", type=int, default=0, metavar="N",
                    help="append the tokens the grammar forces (at most N per call) without model steps (default: 0, off)")
     p.add_argument("--overlap", action="store_true", help="also time the fill serial vs overlapped with a stand-in forward")
-    p.add_argument("--forward", choices=("sleep", "matmul"), default="sleep", help="stand-in model forward (default: sleep)")
-    p.add_argument("--forward-us", type=int, default=5000, help="--forward sleep: its length in us (default: 5000)")
+    p.add_argument("--forward", choices=("sleep", "matmul", "python"), default="sleep",
+                   help="stand-in model forward (default: sleep)")
+    p.add_argument("--forward-us", type=int, default=5000,
+                   help="--forward sleep / python: its length in us (default: 5000)")
     p.add_argument("--forward-size", type=int, default=1024, help="--forward matmul: n of the [n, n] @ [n, n] matmul (default: 1024)")
 
 
@@ -181,8 +185,10 @@ def main(args: argparse.Namespace) -> int:
               f"at the same states (same run)")
         print_table(rows_out, ["batch", "drafts", "content_tokens", "jf_tokens", "jf_saved", "jf_calls", "jf_us", "jf_x"])
     if args.overlap:
-        what = (f"time.sleep({args.forward_us} us)" if args.forward == "sleep"
-                else f"float32 [{args.forward_size}, {args.forward_size}] @ [{args.forward_size}, {args.forward_size}] torch matmul")
+        n = args.forward_size
+        what = {"sleep": f"time.sleep({args.forward_us} us)",
+                "python": f"a pure-Python loop of {args.forward_us} us, holding the GIL",
+                "matmul": f"float32 [{n}, {n}] @ [{n}, {n}] torch matmul"}[args.forward]
         print(f"\nfill overlapped with a stand-in forward ({what}), per step in us, same state: serial = "
               f"grammar_bitmask then forward; overlap = grammar_bitmask_async, forward, result(); overlap_x = overlap / serial")
         print_table(rows_out, ["batch", "drafts", "fill_us", "fwd_us", "serial_us", "overlap_us", "overlap_x",
@@ -444,10 +450,20 @@ def _rows(batch) -> dict[int, bytes]:
 
 
 def _stand_in_forward(args, torch):
-    """The model forward of ``--overlap``: a sleep, or a torch matmul (both release the GIL)."""
+    """The model forward of ``--overlap``: a sleep, a torch matmul (both release the GIL), or a
+    pure-Python loop (holds it)."""
     if args.forward == "sleep":
         seconds = args.forward_us / 1e6
         return lambda: time.sleep(seconds)
+    if args.forward == "python":
+        ns = args.forward_us * 1000
+
+        def busy() -> None:
+            end = time.perf_counter_ns() + ns
+            while time.perf_counter_ns() < end:
+                sum(range(100))
+
+        return busy
     n = args.forward_size
     a = torch.randn((n, n), dtype=torch.float32)
     b = torch.randn((n, n), dtype=torch.float32)
