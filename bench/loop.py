@@ -44,6 +44,7 @@ own time (fill + apply + accept).
 from __future__ import annotations
 
 import argparse
+import statistics
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -117,6 +118,8 @@ class _Totals:
     jf_calls: int = 0
     jf_time: float = 0.0          # us in forced_tokens
     jf_floor: float = 0.0         # us of one plain xgrammar fill at the same states (the floor of a call)
+    jf_ratios: list[float] = field(default_factory=list)       # per call: forced_tokens / one plain fill
+    overlap_ratios: list[float] = field(default_factory=list)  # per step: overlapped / serial
     forward: float = 0.0          # us of the stand-in forward (serial run)
     serial: float = 0.0           # us: fill, then the forward
     overlapped: float = 0.0       # us: async fill beside the forward, then result()
@@ -163,10 +166,12 @@ def main(args: argparse.Namespace) -> int:
             if args.jump_forward:
                 row.update(jf_saved=t.jf_tokens / t.content if t.content else 0.0, jf_tokens=t.jf_tokens,
                            content_tokens=t.content, jf_us=t.jf_time / t.jf_calls if t.jf_calls else 0.0,
-                           jf_calls=t.jf_calls, jf_x=t.jf_time / t.jf_floor if t.jf_floor else float("nan"))
+                           jf_calls=t.jf_calls, jf_x=t.jf_time / t.jf_floor if t.jf_floor else float("nan"),
+                           jf_x_median=statistics.median(t.jf_ratios) if t.jf_ratios else float("nan"))
             if args.overlap:
                 row.update(fwd_us=t.forward / t.steps, serial_us=t.serial / t.steps, overlap_us=t.overlapped / t.steps,
                            overlap_x=t.overlapped / t.serial if t.serial else float("nan"),
+                           overlap_x_median=statistics.median(t.overlap_ratios) if t.overlap_ratios else float("nan"),
                            overlap_mismatch=t.overlap_mismatch)
             rows_out.append(row)
             grand_invalid += t.invalid + t.errors + t.overlap_mismatch
@@ -182,17 +187,19 @@ def main(args: argparse.Namespace) -> int:
     if args.jump_forward:
         print(f"\njump-forward (forced_tokens, at most {args.jump_forward} per call): jf_saved = forced / content "
               f"tokens committed; jf_us = time per forced_tokens call; jf_x = that time / one plain xgrammar fill "
-              f"at the same states (same run)")
-        print_table(rows_out, ["batch", "drafts", "content_tokens", "jf_tokens", "jf_saved", "jf_calls", "jf_us", "jf_x"])
+              f"at the same states (same run; jf_x_median: the median of the per-call ratios)")
+        print_table(rows_out, ["batch", "drafts", "content_tokens", "jf_tokens", "jf_saved", "jf_calls", "jf_us", "jf_x",
+                               "jf_x_median"])
     if args.overlap:
         n = args.forward_size
         what = {"sleep": f"time.sleep({args.forward_us} us)",
                 "python": f"a pure-Python loop of {args.forward_us} us, holding the GIL",
                 "matmul": f"float32 [{n}, {n}] @ [{n}, {n}] torch matmul"}[args.forward]
         print(f"\nfill overlapped with a stand-in forward ({what}), per step in us, same state: serial = "
-              f"grammar_bitmask then forward; overlap = grammar_bitmask_async, forward, result(); overlap_x = overlap / serial")
+              f"grammar_bitmask then forward; overlap = grammar_bitmask_async, forward, result(); overlap_x = overlap / serial "
+              f"(overlap_x_median: the median of the per-step ratios)")
         print_table(rows_out, ["batch", "drafts", "fill_us", "fwd_us", "serial_us", "overlap_us", "overlap_x",
-                               "overlap_mismatch"])
+                               "overlap_x_median", "overlap_mismatch"])
     total_finished = sum(r["finished"] for r in rows_out)
     print(f"\noutputs checked: {total_finished}; invalid outputs: {grand_invalid}"
           + ("" if not invalid_examples else "\n  e.g. " + "\n  e.g. ".join(invalid_examples[:5])))
@@ -327,6 +334,7 @@ def _run_config(B, k, args, vocab, compiler, torch, xgr, kernels, Manager, Workl
                 t.serial += (f2 - f0) / 1e3
                 t.overlapped += (f3 - f2) / 1e3
                 t.overlap_mismatch += _rows(got) != ref
+                t.overlap_ratios.append((f3 - f2) / (f2 - f0))
 
         # 3. sample (greedy) and verify the drafts (not timed)
         sampled = logits[:base].argmax(dim=1).tolist()
@@ -400,7 +408,9 @@ def _run_config(B, k, args, vocab, compiler, torch, xgr, kernels, Manager, Workl
                     shadow = _shadow(lv, compiler, xgr)  # a plain matcher at the same state (catching up: not timed)
                     k0 = time.perf_counter_ns()
                     shadow.fill_next_token_bitmask(floor_mask, 0)
-                    t.jf_floor += (time.perf_counter_ns() - k0) / 1e3
+                    k1 = time.perf_counter_ns()
+                    t.jf_floor += (k1 - k0) / 1e3
+                    t.jf_ratios.append((j1 - j0) / max(k1 - k0, 1))
                 if forced:
                     res = mgr.accept_tokens(lv.req.rid, forced)
                     start = lv.pos

@@ -15,12 +15,12 @@ model steps.
 
 Stop tokens are never returned (the sequence ends before one): ending a request is the engine's
 decision (``min_tokens``, ``ignore_eos``, its finish reason), so the engine samples it in a normal
-step. Control tokens a format names by id (Qwen's ``<tool_call>`` after ``tool_choice="required"``)
-are returned like any other.
+step. Control tokens a format names by id (the ``</tool_call>`` that closes a Qwen call) are
+returned like any other.
 
-Cost: one fill per token examined (at most ``max_tokens + 1``), one accept per forced token and one
-rollback, plus a count of the row's nonzero words per fill. A state with a choice, the usual case,
-costs one fill and one count. ``python -m bench loop --jump-forward`` prints the time per call.
+Cost: one fill per position examined (at most ``max_tokens``: the last forced token needs no fill
+after it), one accept per forced token and one rollback, plus a count of the row's nonzero words per
+fill. A state with a choice, the usual case, costs one fill and one count. ``python -m bench loop --jump-forward`` prints the time per call.
 """
 
 from __future__ import annotations

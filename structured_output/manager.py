@@ -174,7 +174,7 @@ class StructuredOutputManager:
     while thinking, after the end, in error or unconstrained; see :mod:`.jump_forward`). It moves
     nothing; the engine appends them to the request without a model step and commits them with
     ``accept_tokens(id, tokens)`` like sampled tokens, before the request's next
-    ``grammar_bitmask`` (its drafts, if any, follow them). Costs at most ``max_tokens + 1`` fills.
+    ``grammar_bitmask`` (its drafts, if any, follow them). Costs at most ``max_tokens`` fills.
 
     Overlapped fill (optional, replaces 3): ``handle = grammar_bitmask_async(schedule)`` checks the
     schedule and places the precomputed rows on the caller's thread (misuse raises at once), then
@@ -718,7 +718,7 @@ class StructuredOutputManager:
         Nothing moves: the engine appends the tokens to the request without a model step and
         commits them with ``accept_tokens(request_id, tokens)`` (they count as sampled tokens),
         before its next ``grammar_bitmask`` with this request; drafts for that step follow them.
-        Costs at most ``max_tokens + 1`` fills (one when nothing is forced). ``ValueError`` for a
+        Costs at most ``max_tokens`` fills (one when nothing is forced). ``ValueError`` for a
         ``max_tokens`` that is not an int >= 0; ``KeyError`` for an unknown request."""
         req = self._get(request_id)
         if isinstance(max_tokens, bool) or not isinstance(max_tokens, (int, np.integer)) or max_tokens < 0:
