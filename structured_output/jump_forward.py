@@ -19,13 +19,15 @@ step. Control tokens a format names by id (the ``</tool_call>`` that closes a Qw
 returned like any other.
 
 Cost: one fill per position examined (at most ``max_tokens``: the last forced token needs no fill
-after it), one accept per forced token and one rollback, plus a count of the row's nonzero words per
-fill. A state with a choice, the usual case, costs one fill and one count. ``python -m bench loop --jump-forward`` prints the time per call.
+after it), one accept per forced token and one rollback. After each fill, a few words of the row
+that hold the single-character tokens (``probe``: digits, letters, JSON punctuation) are read first:
+two bits there mean a choice, the usual case, and end the call without scanning the row; otherwise
+the row's nonzero words are counted. ``python -m bench loop --jump-forward`` prints the time per call.
 """
 
 from __future__ import annotations
 
-from collections.abc import Container
+from collections.abc import Container, Sequence
 
 import numpy as np
 import torch
@@ -52,12 +54,27 @@ class JumpForward:
     """Finds forced tokens for one manager (built once; owns a one-row scratch bitmask, so that the
     batches the manager returned stay valid). Not thread-safe: the manager's thread only."""
 
-    __slots__ = ("_row", "_row_np", "_stop_ids")
+    __slots__ = ("_row", "_row_np", "_stop_ids", "_words", "_probe")
 
-    def __init__(self, num_words: int, stop_token_ids: Container[int]) -> None:
+    def __init__(self, num_words: int, stop_token_ids: Container[int], probe: Sequence[int] = ()) -> None:
         self._row = torch.zeros((1, num_words), dtype=torch.int32)
         self._row_np: np.ndarray = self._row.numpy()
         self._stop_ids = stop_token_ids
+        self._words = memoryview(self._row_np.reshape(-1))  # one word as a Python int
+        self._probe = tuple(p for p in probe if 0 <= p < num_words)
+
+    def _choice_in_probe(self) -> bool:
+        """True when the probe words of the row hold two allowed tokens or more (a choice)."""
+        words = self._words
+        seen = 0
+        for p in self._probe:
+            w = words[p]
+            if w:
+                w &= 0xFFFFFFFF
+                seen += 1 if not w & (w - 1) else 2
+                if seen > 1:
+                    return True
+        return False
 
     def forced(self, matcher: xgr.GrammarMatcher, max_tokens: int) -> list[int]:
         """The tokens ``matcher`` forces from its state, at most ``max_tokens`` (see the module
@@ -76,6 +93,8 @@ class JumpForward:
                 else:
                     needs = matcher.fill_next_token_bitmask(row, 0)
                 if not needs:  # every token allowed
+                    break
+                if self._choice_in_probe():
                     break
                 t = single_token(row_np[0])
                 if t is None or t in stops:

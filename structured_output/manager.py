@@ -319,7 +319,7 @@ class StructuredOutputManager:
         self._driver: int | None = None  # threading.get_ident() of the thread inside a public method
         # (FILL_PENDING while a grammar_bitmask_async fill is pending)
         self._overlap: OverlapFiller | None = None  # the worker of grammar_bitmask_async, built on first use
-        self._jump = JumpForward(self.num_words, vocab.stop_token_ids)
+        self._jump = JumpForward(self.num_words, vocab.stop_token_ids, probe)
 
     @property
     def num_fill_threads(self) -> int:
