@@ -53,7 +53,8 @@ class RowFiller:
     of at least this many rows goes to the batch matcher, smaller ones are filled one by one. With one
     thread the batch matcher is never used: it then pays its batching overhead with no parallelism to
     win it back, and is slower per row than filling one by one; ``always_batch`` uses it anyway, for
-    every round (the overlapped fill's choice: one GIL round trip per round, see ``overlap.py``).
+    every round (the overlapped fill's choice with several threads: one GIL round trip per round, see
+    ``overlap.py``).
     ``ValueError`` for a bad ``num_threads``.
 
     The fill methods append each filled row's logits row and request id to ``row_logits`` /

@@ -35,12 +35,16 @@ The GIL
 xgrammar 0.2.9 is bound through ``tvm_ffi``, which releases the GIL for the duration of every call
 (``TVM_FFI_RELEASE_GIL_BY_DEFAULT``): ``GrammarMatcher.fill_next_token_bitmask``,
 ``accept_token`` and ``BatchGrammarMatcher.batch_fill_next_token_bitmask`` all run outside it
-(``python -m bench gil`` measures it with a pure-Python thread beside each). A short call still
-has to take the GIL back when it returns: with a Python-busy thread beside it, that wait (up to the
-interpreter's switch interval) dominates a per-row fill of a few microseconds. So the worker fills
-every round of rows with the batch matcher (one GIL round trip per round, the rows split over its
-threads), however few rows the round has; rows that may allow every token (filled one by one,
-because such rows are dropped) are the exception. The engine's forward, launched from Python,
+(``python -m bench gil`` measures it with a pure-Python thread beside each). A call still has to
+take the GIL back when it returns: with a Python-busy thread beside it, that wait (up to the
+interpreter's switch interval) is paid per call. So, with more than one fill thread
+(``num_fill_threads``), the worker fills every round of rows with the batch matcher (one GIL round
+trip per round, the rows split over its threads), however few rows the round has; rows that may
+allow every token (filled one by one, because such rows are dropped) are the exception. With one
+fill thread the worker fills as ``grammar_bitmask`` does (one by one): the batch matcher on one
+thread is slower per row, which cost more than the round trips it saves (``python -m bench loop
+--overlap`` at batch 256 with 3 drafts measured the overlapped step slower than the serial one that
+way). The engine's forward, launched from Python,
 mostly waits in code that releases the GIL too (a CUDA synchronize, a CPU matmul).
 """
 
@@ -119,13 +123,16 @@ class PendingBitmask:
 
 
 class OverlapFiller:
-    """The worker thread of one manager's async fills, and its :class:`RowFiller` (batch matcher
-    for every round, see the module docstring). Built on the first ``grammar_bitmask_async``."""
+    """The worker thread of one manager's async fills, and its :class:`RowFiller` (with several fill
+    threads, the batch matcher for every round; with one, the synchronous filler itself: see the
+    module docstring). Built on the first ``grammar_bitmask_async``."""
 
     __slots__ = ("_pool", "filler")
 
     def __init__(self, sync_filler: RowFiller) -> None:
-        self.filler = RowFiller(sync_filler.num_threads, 1, sync_filler.stop_token_ids, always_batch=True)
+        # one fill at a time (the manager is busy while it runs), so sharing the synchronous filler is safe
+        self.filler = sync_filler if sync_filler.num_threads == 1 else RowFiller(
+            sync_filler.num_threads, 1, sync_filler.stop_token_ids, always_batch=True)
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="thinkgate-fill")
 
     def start(self, manager: StructuredOutputManager, plan: StepPlan) -> PendingBitmask:
