@@ -107,12 +107,6 @@ class _Totals:
     rows: int = 0
     logits_rows: int = 0
     tokens: int = 0
-    finished: int = 0
-    invalid: int = 0
-    truncated: int = 0
-    errors: int = 0
-    diverged: int = 0
-    thinking_rows: int = 0
     content: int = 0              # content tokens committed (sampled and forced)
     jf_tokens: int = 0            # of which forced (jump-forward)
     jf_calls: int = 0
@@ -124,6 +118,12 @@ class _Totals:
     serial: float = 0.0           # us: fill, then the forward
     overlapped: float = 0.0       # us: async fill beside the forward, then result()
     overlap_mismatch: int = 0
+    finished: int = 0
+    invalid: int = 0
+    truncated: int = 0
+    errors: int = 0
+    diverged: int = 0
+    thinking_rows: int = 0
 
 
 def main(args: argparse.Namespace) -> int:
@@ -184,6 +184,7 @@ def main(args: argparse.Namespace) -> int:
     print_table(rows_out, ["batch", "drafts", "fill_us", "fill_x", "apply_us", "apply_x", "accept_us",
                            "accept_x", "step_us", "rows_per_step", "masked_tok_per_s", "finished",
                            "invalid", "truncated"])
+    total_finished = sum(r["finished"] for r in rows_out)
     if args.jump_forward:
         print(f"\njump-forward (forced_tokens, at most {args.jump_forward} per call): jf_saved = forced / content "
               f"tokens committed; jf_us = time per forced_tokens call; jf_x = that time / one plain xgrammar fill "
@@ -200,7 +201,6 @@ def main(args: argparse.Namespace) -> int:
               f"(overlap_x_median: the median of the per-step ratios)")
         print_table(rows_out, ["batch", "drafts", "fill_us", "fwd_us", "serial_us", "overlap_us", "overlap_x",
                                "overlap_x_median", "overlap_mismatch"])
-    total_finished = sum(r["finished"] for r in rows_out)
     print(f"\noutputs checked: {total_finished}; invalid outputs: {grand_invalid}"
           + ("" if not invalid_examples else "\n  e.g. " + "\n  e.g. ".join(invalid_examples[:5])))
     if not args.no_write:
