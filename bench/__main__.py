@@ -18,6 +18,7 @@ SUBBENCHMARKS: dict[str, tuple[str, str]] = {
     "reasoning": ("bench.reasoning", "per-step cost of the streaming reasoning trackers vs output length"),
     "kernels": ("bench.kernels", "bitmask apply: our CPU path / Triton vs xgrammar vs logits.fill_"),
     "step": ("bench.step", "manager per-step time (fill + accept) vs xgrammar matchers called directly"),
+    "gil": ("bench.gil", "whether xgrammar's fill / accept calls release the GIL: a pure-Python thread beside each"),
     "tools": ("bench.tools", "tool-choice constraint compile time, cold and cached, per format"),
     "jsonws": ("bench.jsonws", "JSON whitespace bound: compile, memory and fill vs xgrammar's defaults on real schemas"),
     "hostile": ("bench.hostile", "add_request cost and a trivial schema's time-to-ready while hostile compiles run"),

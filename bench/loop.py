@@ -17,6 +17,24 @@ Floors, measured in the same run on the same state:
 - accept: the parser's ``scan`` of the committed tokens while thinking, and xgrammar's ``accept_token``
   called directly for the same content tokens.
 
+Options for the scheduler features (off by default; each adds its columns):
+
+- ``--jump-forward N``: after each commit, ``manager.forced_tokens(rid, N)`` and, when the grammar
+  forces tokens, their commit with ``accept_tokens`` without a model step (the stand-in model's
+  script must agree with them: a forced token is the only one the mask allows). Prints the share
+  of content tokens that came this way (``jf_saved``: forced / all content tokens committed) and the
+  time per ``forced_tokens`` call (``jf_us``), also as a ratio to one plain xgrammar fill at the same
+  states (``jf_x``: a call with nothing forced costs one fill and a count of the row's words).
+- ``--overlap``: each step also runs the fill beside a stand-in model forward (``--forward sleep``:
+  ``time.sleep(--forward-us)``, as a GPU forward leaves the CPU idle; ``--forward matmul``: a
+  float32 ``[n, n] @ [n, n]`` torch matmul of ``--forward-size n``, which releases the GIL;
+  ``--forward python``: a pure-Python loop of ``--forward-us``, holding the GIL, the worst case for a
+  fill beside it: an engine that launches its forward from Python without CUDA graphs), twice on
+  the same state: serial (``grammar_bitmask``, then the forward) and overlapped
+  (``grammar_bitmask_async``, the forward, ``result()``). Prints both times and their ratio
+  (``overlap_x`` = overlapped / serial, lower is better) and checks that the overlapped rows equal
+  the step's rows (a mismatch counts as an error).
+
 Every finished output is checked (valid for its schema / regex / choice, tool calls read back with the
 format's reader and validated): the count of invalid outputs is printed and must be 0.
 "Masked tokens/s" is the number of masked logits rows (each one a sampled position) per second of our
@@ -26,6 +44,7 @@ own time (fill + apply + accept).
 from __future__ import annotations
 
 import argparse
+import statistics
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -53,6 +72,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--plot", default=str(RESULTS_DIR / "loop.png"),
                    help="PNG of the sweep when matplotlib is installed ('' to skip)")
     p.add_argument("--no-write", action="store_true", help="write no JSON lines and no plot")
+    p.add_argument("--jump-forward", type=int, default=0, metavar="N",
+                   help="append the tokens the grammar forces (at most N per call) without model steps (default: 0, off)")
+    p.add_argument("--overlap", action="store_true", help="also time the fill serial vs overlapped with a stand-in forward")
+    p.add_argument("--forward", choices=("sleep", "matmul", "python"), default="sleep",
+                   help="stand-in model forward (default: sleep)")
+    p.add_argument("--forward-us", type=int, default=5000,
+                   help="--forward sleep / python: its length in us (default: 5000)")
+    p.add_argument("--forward-size", type=int, default=1024, help="--forward matmul: n of the [n, n] @ [n, n] matmul (default: 1024)")
 
 
 @dataclass
@@ -83,6 +110,17 @@ class _Totals:
     rows: int = 0
     logits_rows: int = 0
     tokens: int = 0
+    content: int = 0              # content tokens committed (sampled and forced)
+    jf_tokens: int = 0            # of which forced (jump-forward)
+    jf_calls: int = 0
+    jf_time: float = 0.0          # us in forced_tokens
+    jf_floor: float = 0.0         # us of one plain xgrammar fill at the same states (the floor of a call)
+    jf_ratios: list[float] = field(default_factory=list)       # per call: forced_tokens / one plain fill
+    overlap_ratios: list[float] = field(default_factory=list)  # per step: overlapped / serial
+    forward: float = 0.0          # us of the stand-in forward (serial run)
+    serial: float = 0.0           # us: fill, then the forward
+    overlapped: float = 0.0       # us: async fill beside the forward, then result()
+    overlap_mismatch: int = 0
     finished: int = 0
     invalid: int = 0
     truncated: int = 0
@@ -130,8 +168,18 @@ def main(args: argparse.Namespace) -> int:
                 "diverged": t.diverged, "tokens": t.tokens, "forced_ends": t.forced_ends,
                 "max_thinking_tokens": args.max_thinking_tokens,
             }
+            if args.jump_forward:
+                row.update(jf_saved=t.jf_tokens / t.content if t.content else 0.0, jf_tokens=t.jf_tokens,
+                           content_tokens=t.content, jf_us=t.jf_time / t.jf_calls if t.jf_calls else 0.0,
+                           jf_calls=t.jf_calls, jf_x=t.jf_time / t.jf_floor if t.jf_floor else float("nan"),
+                           jf_x_median=statistics.median(t.jf_ratios) if t.jf_ratios else float("nan"))
+            if args.overlap:
+                row.update(fwd_us=t.forward / t.steps, serial_us=t.serial / t.steps, overlap_us=t.overlapped / t.steps,
+                           overlap_x=t.overlapped / t.serial if t.serial else float("nan"),
+                           overlap_x_median=statistics.median(t.overlap_ratios) if t.overlap_ratios else float("nan"),
+                           overlap_mismatch=t.overlap_mismatch)
             rows_out.append(row)
-            grand_invalid += t.invalid + t.errors
+            grand_invalid += t.invalid + t.errors + t.overlap_mismatch
             progress(f"B={B:>3} k={k}: step {row['step_us']:.0f} us (fill {row['fill_x']:.2f}x, apply "
                      f"{row['apply_x']:.2f}x, accept {row['accept_x']:.2f}x of floor), {t.finished} outputs "
                      f"checked, {t.invalid} invalid, {t.diverged} left the script")
@@ -142,6 +190,22 @@ def main(args: argparse.Namespace) -> int:
                            "accept_x", "step_us", "rows_per_step", "masked_tok_per_s", "finished",
                            "invalid", "truncated"] + (["forced_ends"] if args.max_thinking_tokens is not None else []))
     total_finished = sum(r["finished"] for r in rows_out)
+    if args.jump_forward:
+        print(f"\njump-forward (forced_tokens, at most {args.jump_forward} per call): jf_saved = forced / content "
+              f"tokens committed; jf_us = time per forced_tokens call; jf_x = that time / one plain xgrammar fill "
+              f"at the same states (same run; jf_x_median: the median of the per-call ratios)")
+        print_table(rows_out, ["batch", "drafts", "content_tokens", "jf_tokens", "jf_saved", "jf_calls", "jf_us", "jf_x",
+                               "jf_x_median"])
+    if args.overlap:
+        n = args.forward_size
+        what = {"sleep": f"time.sleep({args.forward_us} us)",
+                "python": f"a pure-Python loop of {args.forward_us} us, holding the GIL",
+                "matmul": f"float32 [{n}, {n}] @ [{n}, {n}] torch matmul"}[args.forward]
+        print(f"\nfill overlapped with a stand-in forward ({what}), per step in us, same state: serial = "
+              f"grammar_bitmask then forward; overlap = grammar_bitmask_async, forward, result(); overlap_x = overlap / serial "
+              f"(overlap_x_median: the median of the per-step ratios)")
+        print_table(rows_out, ["batch", "drafts", "fill_us", "fwd_us", "serial_us", "overlap_us", "overlap_x",
+                               "overlap_x_median", "overlap_mismatch"])
     print(f"\noutputs checked: {total_finished}; invalid outputs: {grand_invalid}"
           + ("" if not invalid_examples else "\n  e.g. " + "\n  e.g. ".join(invalid_examples[:5])))
     if not args.no_write:
@@ -175,6 +239,7 @@ def _run_config(B, k, args, vocab, compiler, torch, xgr, kernels, Manager, Workl
     waiting: list[_Live] = []
     t = _Totals()
     total_steps = args.warmup + args.steps
+    forward = _stand_in_forward(args, torch)
     max_extra = 64
     last_report = time.monotonic()
 
@@ -259,6 +324,24 @@ def _run_config(B, k, args, vocab, compiler, torch, xgr, kernels, Manager, Workl
                 logits[bonus_rows, bonus_cols] += 50.0
             kernels.apply_token_bitmask_inplace(logits, batch.bitmask, batch.logits_indices, vocab_size=vocab.vocab_size)
 
+        if args.overlap:
+            ref = _rows(batch)
+            f0 = time.perf_counter_ns()
+            mgr.grammar_bitmask(schedule)
+            f1 = time.perf_counter_ns()
+            forward()
+            f2 = time.perf_counter_ns()
+            handle = mgr.grammar_bitmask_async(schedule)
+            forward()
+            got = handle.result()
+            f3 = time.perf_counter_ns()
+            if measured:
+                t.forward += (f2 - f1) / 1e3
+                t.serial += (f2 - f0) / 1e3
+                t.overlapped += (f3 - f2) / 1e3
+                t.overlap_mismatch += _rows(got) != ref
+                t.overlap_ratios.append((f3 - f2) / (f2 - f0))
+
         # 3. sample (greedy) and verify the drafts (not timed)
         sampled = logits[:base].argmax(dim=1).tolist()
         commits: list[tuple[_Live, list[int]]] = []
@@ -327,6 +410,36 @@ def _run_config(B, k, args, vocab, compiler, torch, xgr, kernels, Manager, Workl
                 if measured:
                     t.truncated += 1
                 finished.append(lv)
+            elif args.jump_forward and lv.content_start is not None:
+                if measured:
+                    t.content += min(len(got), lv.pos - lv.content_start)
+                j0 = time.perf_counter_ns()
+                forced = mgr.forced_tokens(lv.req.rid, args.jump_forward)
+                j1 = time.perf_counter_ns()
+                if measured:
+                    t.jf_calls += 1
+                    t.jf_time += (j1 - j0) / 1e3
+                    shadow = _shadow(lv, compiler, xgr)  # a plain matcher at the same state (catching up: not timed)
+                    k0 = time.perf_counter_ns()
+                    shadow.fill_next_token_bitmask(floor_mask, 0)
+                    k1 = time.perf_counter_ns()
+                    t.jf_floor += (k1 - k0) / 1e3
+                    t.jf_ratios.append((j1 - j0) / max(k1 - k0, 1))
+                if forced:
+                    res = mgr.accept_tokens(lv.req.rid, forced)
+                    start = lv.pos
+                    lv.out.extend(forced)
+                    lv.pos += len(forced)
+                    if not lv.diverged and lv.req.script[start:start + len(forced)] != forced:
+                        lv.diverged = True
+                    if measured:
+                        t.jf_tokens += len(forced)
+                        t.content += len(forced)
+                    if res.status == "error":  # a forced token is allowed by construction: never expected
+                        if measured:
+                            t.errors += 1
+                        invalid_examples.append(f"{lv.req.rid} ({lv.req.kind}): forced tokens rejected: {res.message}")
+                        finished.append(lv)
         for lv in finished:
             mgr.remove_request(lv.req.rid)
             live.pop(lv.req.rid, None)
@@ -351,6 +464,35 @@ def _run_config(B, k, args, vocab, compiler, torch, xgr, kernels, Manager, Workl
         mgr.remove_request(rid)
     mgr.close()
     return t
+
+
+def _rows(batch) -> dict[int, bytes]:
+    """A batch as logits row -> mask bytes (its rows in any order)."""
+    if batch is None:
+        return {}
+    return {i: batch.bitmask[r].numpy().tobytes() for r, i in enumerate(batch.logits_indices.tolist())}
+
+
+def _stand_in_forward(args, torch):
+    """The model forward of ``--overlap``: a sleep, a torch matmul (both release the GIL), or a
+    pure-Python loop (holds it)."""
+    if args.forward == "sleep":
+        seconds = args.forward_us / 1e6
+        return lambda: time.sleep(seconds)
+    if args.forward == "python":
+        ns = args.forward_us * 1000
+
+        def busy() -> None:
+            end = time.perf_counter_ns() + ns
+            while time.perf_counter_ns() < end:
+                sum(range(100))
+
+        return busy
+    n = args.forward_size
+    a = torch.randn((n, n), dtype=torch.float32)
+    b = torch.randn((n, n), dtype=torch.float32)
+    out = torch.empty((n, n), dtype=torch.float32)
+    return lambda: torch.mm(a, b, out=out)
 
 
 def _constrained_now(mgr, lv) -> bool:

@@ -17,6 +17,7 @@ from thinkgate.reasoning.vocabulary import Vocabulary, load_vocabulary
 from .compiler import CompiledConstraint, Compiler, CompilerStats
 from .constraints import Constraint, ConstraintKind
 from .manager import AcceptResult, BitmaskBatch, RequestStatus, ScheduleEntry, StructuredOutputManager
+from .overlap import PendingBitmask
 from .tools import (ToolCall, ToolCallsResult, ToolReader, ToolRequest, build_tool_constraint, get_tool_format,
                     get_tool_reader, list_tool_formats, normalize_tool_request, register_tool_format)
 
@@ -25,6 +26,7 @@ __all__ = [
     "Constraint", "ConstraintKind",
     "Compiler", "CompiledConstraint", "CompilerStats",
     "StructuredOutputManager", "RequestStatus", "AcceptResult", "BitmaskBatch", "ScheduleEntry",
+    "PendingBitmask",
     "build_tool_constraint", "get_tool_reader", "ToolReader", "list_tool_formats", "get_tool_format",
     "register_tool_format", "normalize_tool_request", "ToolRequest", "ToolCall", "ToolCallsResult",
 ]

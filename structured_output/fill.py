@@ -52,8 +52,10 @@ class RowFiller:
     ``num_threads``: batch-matcher threads (``"auto"``: :func:`auto_fill_threads`). ``min_rows``: a round
     of at least this many rows goes to the batch matcher, smaller ones are filled one by one. With one
     thread the batch matcher is never used: it then pays its batching overhead with no parallelism to
-    win it back, and is slower per row than filling one by one. ``ValueError`` for a bad
-    ``num_threads``.
+    win it back, and is slower per row than filling one by one; ``always_batch`` uses it anyway, for
+    every round (the overlapped fill's choice with several threads: one GIL round trip per round, see
+    ``overlap.py``).
+    ``ValueError`` for a bad ``num_threads``.
 
     The fill methods append each filled row's logits row and request id to ``row_logits`` /
     ``row_rids``, the row itself going to place ``len(row_logits)`` of the buffer (the caller's next
@@ -64,15 +66,20 @@ class RowFiller:
 
     __slots__ = ("num_threads", "min_rows", "_batch_matcher", "_stop_ids")
 
-    def __init__(self, num_threads: int | Literal["auto"], min_rows: int, stop_token_ids: frozenset[int]) -> None:
+    def __init__(self, num_threads: int | Literal["auto"], min_rows: int, stop_token_ids: frozenset[int], *,
+                 always_batch: bool = False) -> None:
         if num_threads == "auto":
             num_threads = auto_fill_threads()
         elif isinstance(num_threads, bool) or not isinstance(num_threads, int) or num_threads < 1:
             raise ValueError(f"num_fill_threads must be a positive integer or 'auto', got {num_threads!r}")
         self.num_threads: int = num_threads
-        self.min_rows = min_rows if num_threads > 1 else 1 << 30
+        self.min_rows = 1 if always_batch else min_rows if num_threads > 1 else 1 << 30
         self._batch_matcher = xgr.BatchGrammarMatcher(num_threads)
         self._stop_ids = stop_token_ids
+
+    @property
+    def stop_token_ids(self) -> frozenset[int]:
+        return self._stop_ids
 
     def fill_plain(self, sb: BitmaskBuffer, matchers: list[xgr.GrammarMatcher], rows: list[int],
                    rids: list[str], row_logits: list[int], row_rids: list[str], dead: list[str]) -> None:

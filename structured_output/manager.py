@@ -27,12 +27,15 @@ from .compiler import CompiledConstraint, Compiler, xgrammar_message
 from .constraints import Constraint
 from .fill import RowFiller, Walk
 from .gating import ReasoningGate
+from .jump_forward import JumpForward
+from .overlap import FILL_PENDING, OverlapFiller, PendingBitmask, StepPlan
 from .request_state import COMPILING, CONSTRAINED, ERROR, TERMINATED, THINKING, RequestState, RequestStatus
 from .rows import row_with
 from .schema_support import new_matcher, output_problem
 from .whitespace import BoundedMatcher
 
-__all__ = ["StructuredOutputManager", "RequestStatus", "AcceptResult", "BitmaskBatch", "ScheduleEntry"]
+__all__ = ["StructuredOutputManager", "RequestStatus", "AcceptResult", "BitmaskBatch", "ScheduleEntry",
+           "PendingBitmask"]
 
 ScheduleEntry = Union[str, tuple[str, Sequence[int]]]
 """A scheduled request: its id, or ``(id, draft_token_ids)`` with speculative decoding."""
@@ -204,6 +207,20 @@ class StructuredOutputManager:
        ``<tool_call>``, included). Answers ``ok`` / ``terminated`` / ``error``.
     6. ``remove_request(id)`` when the request finishes or is aborted.
 
+    Jump-forward (optional, between 5 and the next 3): ``forced_tokens(id, max_tokens)`` lists the
+    tokens the grammar forces next, each the only token its mask allows (never a stop token; nothing
+    while thinking, after the end, in error or unconstrained; see :mod:`.jump_forward`). It moves
+    nothing; the engine appends them to the request without a model step and commits them with
+    ``accept_tokens(id, tokens)`` like sampled tokens, before the request's next
+    ``grammar_bitmask`` (its drafts, if any, follow them). Costs at most ``max_tokens`` fills.
+
+    Overlapped fill (optional, replaces 3): ``handle = grammar_bitmask_async(schedule)`` checks the
+    schedule and places the precomputed rows on the caller's thread (misuse raises at once), then
+    fills the grammar rows on a worker thread while the engine runs the model; ``handle.result()``
+    gives the same batch as ``grammar_bitmask(schedule)``. Until ``result()`` returns or raises, the
+    manager is busy: any other public call raises ``RuntimeError`` and moves nothing. A fill exception
+    is raised by ``result()``, every matcher rolled back (see :mod:`.overlap`).
+
     Reasoning gating
     ----------------
     With a reasoning parser and ``include_reasoning=True``, the grammar applies from the first token
@@ -339,6 +356,9 @@ class StructuredOutputManager:
         self._stop_row = row_with(self.num_words, vocab.stop_token_ids)  # precomputed row of a terminated request
         self._stop_ids = vocab.stop_token_ids
         self._driver: int | None = None  # threading.get_ident() of the thread inside a public method
+        # (FILL_PENDING while a grammar_bitmask_async fill is pending)
+        self._overlap: OverlapFiller | None = None  # the worker of grammar_bitmask_async, built on first use
+        self._jump = JumpForward(self.num_words, vocab.stop_token_ids, probe)
 
     @property
     def num_fill_threads(self) -> int:
@@ -385,6 +405,9 @@ class StructuredOutputManager:
     def close(self) -> None:
         """Drop every request; stop the compile pool if this manager built it."""
         self._requests.clear()
+        if self._overlap is not None:
+            self._overlap.close()
+            self._overlap = None
         if self._owns_compiler:
             self.compiler.close()
 
@@ -524,6 +547,42 @@ class StructuredOutputManager:
         over the entries before it. Row ``j`` of a request masks the token that follows its committed
         tokens and drafts ``0 .. j-1``.
         """
+        return self._fill_step(*self._plan_step(schedule))
+
+    def grammar_bitmask_async(self, schedule: Sequence[ScheduleEntry]) -> PendingBitmask:
+        """Start the fill of ``grammar_bitmask(schedule)`` on a worker thread and return at once, so
+        the engine runs the model meanwhile; ``handle.result()`` gives the batch (the same rows as
+        ``grammar_bitmask``; see :mod:`.overlap` for the protocol and costs).
+
+        Everything that depends on the caller is done here, before the fill is handed off: the whole
+        schedule is checked (misuse raises at once, nothing moved, no fill pending), and the
+        precomputed rows are placed. From here until ``result()`` returns or raises, the manager is
+        busy with the fill: any other public call raises ``RuntimeError`` (nothing moves for it). An
+        exception inside the fill surfaces from ``result()``, every matcher at its committed state."""
+        tid = _get_ident()
+        prev = self._driver
+        if prev is not None:
+            if prev != tid:
+                self._concurrent_call(prev, tid, "grammar_bitmask_async")
+            raise RuntimeError("StructuredOutputManager.grammar_bitmask_async called from inside another of its "
+                               "methods")
+        self._driver = tid
+        try:
+            plan = StepPlan._make(self._plan_step(schedule))
+            if self._overlap is None:
+                self._overlap = OverlapFiller(self._filler)
+            handle = self._overlap.start(self, plan)
+        except BaseException:
+            self._driver = None
+            raise
+        self._driver = FILL_PENDING  # released by the handle's result()
+        return handle
+
+    def _plan_step(self, schedule: Sequence[ScheduleEntry]) -> tuple[Any, ...]:
+        """The caller's half of a step: check the whole schedule, place the precomputed rows, and
+        list the grammar rows to fill (no matcher moves). Returns the arguments of :meth:`_fill_step`,
+        in the order of :class:`StepPlan`'s fields (a plain tuple: the synchronous step builds no
+        object for it)."""
         if isinstance(schedule, (str, bytes)) or not isinstance(schedule, Sequence):
             raise ValueError(f"schedule must be a sequence of request ids or (request_id, draft_token_ids) "
                              f"pairs, got {type(schedule).__name__}")
@@ -611,7 +670,16 @@ class StructuredOutputManager:
                     row_logits.append(base + j)
                     row_rids.append(rid)
             base += 1 + nd
+        return sb, row_logits, row_rids, plain_matchers, plain_rows, plain_rids, walks, fill_rows, base
 
+    def _fill_step(self, sb: BitmaskBuffer, row_logits: list[int], row_rids: list[str],
+                   plain_matchers: list[xgr.GrammarMatcher], plain_rows: list[int], plain_rids: list[str],
+                   walks: list[Walk], fill_rows: int, base: int, filler: RowFiller | None = None) -> BitmaskBatch | None:
+        """The fill half of a step (on the caller's thread, or on the overlap worker): the grammar
+        rows planned by :meth:`_plan_step` (see :class:`StepPlan`), then the batch. Every matcher
+        leaves at its committed state."""
+        if filler is None:
+            filler = self._filler
         if fill_rows:
             # places from here on hold precomputed rows no more: fills write them (rows kept, dropped
             # as all-allowed or empty, or half-written by an exception alike)
@@ -619,11 +687,11 @@ class StructuredOutputManager:
             sb.overwritten(n_static, n_static + fill_rows)
             dead: list[str] = []
             if plain_matchers:
-                self._filler.fill_plain(sb, plain_matchers, plain_rows, plain_rids, row_logits, row_rids, dead)
+                filler.fill_plain(sb, plain_matchers, plain_rows, plain_rids, row_logits, row_rids, dead)
             if walks:
                 # after the whole schedule was checked: a misuse found in it leaves every matcher
                 # untouched; an exception inside leaves every matcher at its committed state
-                self._filler.fill_walks(sb, walks, row_logits, row_rids, dead)
+                filler.fill_walks(sb, walks, row_logits, row_rids, dead)
             if dead:
                 self._dead_ends(dead)
         n = len(row_logits)
@@ -724,8 +792,35 @@ class StructuredOutputManager:
             return AcceptResult("error", req.message)
         raise ValueError(f"request {request_id!r} is still compiling; it cannot have sampled tokens")
 
+    @_one_thread
+    def forced_tokens(self, request_id: str, max_tokens: int = 16) -> list[int]:
+        """Jump-forward: the tokens the request's grammar forces next, at most ``max_tokens`` (see
+        :mod:`.jump_forward`). Token ``i`` is the only token the mask allows after the committed
+        tokens and tokens ``0 .. i-1``; the list stops before a position with a choice, before a
+        stop token, and at ``max_tokens``. Empty for a request that is not past its thinking (the
+        thinking is never constrained), terminated, in error, unconstrained or still compiling.
+
+        Nothing moves: the engine appends the tokens to the request without a model step and
+        commits them with ``accept_tokens(request_id, tokens)`` (they count as sampled tokens),
+        before its next ``grammar_bitmask`` with this request; drafts for that step follow them.
+        Costs at most ``max_tokens`` fills (one when nothing is forced). ``ValueError`` for a
+        ``max_tokens`` that is not an int >= 0; ``KeyError`` for an unknown request."""
+        req = self._get(request_id)
+        if isinstance(max_tokens, bool) or not isinstance(max_tokens, (int, np.integer)) or max_tokens < 0:
+            raise ValueError(f"max_tokens must be an integer >= 0, got {max_tokens!r}")
+        if req.future is not None:
+            self._resolve(req)
+        m = req.matcher
+        if req.status is not CONSTRAINED or m is None:
+            return []
+        return self._jump.forced(m, int(max_tokens))
+
     # -- internals: requests ---------------------------------------------------------------------
     def _concurrent_call(self, other: int, me: int, method: str) -> None:
+        if other == FILL_PENDING:
+            raise RuntimeError(f"StructuredOutputManager.{method} called while a grammar_bitmask_async fill is "
+                               f"pending: call result() on its handle first (the manager is busy until then; "
+                               f"nothing moved for this call)")
         raise RuntimeError(f"StructuredOutputManager.{method} called from thread {_thread_name(me)} while thread "
                            f"{_thread_name(other)} is inside another of its methods: a manager is driven by "
                            f"one thread at a time (the scheduler loop)")
