@@ -132,7 +132,11 @@ def _work_per_char(fmt: str, vocab_name: str, n: int) -> tuple[float, int]:
     ``n`` repetitions of content, one call, and content again, fed one token per delta."""
     v = vocab(vocab_name)
     call = render(fmt, WEATHER)
-    text = "Some words < and > text. " * n + call + " more [text] {here}. " * n
+    before, after = "Some words < and > text. " * n, " more [text] {here}. " * n
+    if fmt == "openai":  # harmony: content is a message's body (text outside one is a header); a call ends
+        before = f"<|channel|>commentary<|message|>{before}<|end|><|start|>assistant"  # the turn
+        after = "<|call|>"
+    text = before + call + after
     ids = v.encode(text)
     reader = get_tool_reader(fmt, TOOLS, "auto")
     dec, s = MarkedDecoder(v), reader.stream(v)
@@ -154,3 +158,34 @@ def test_stream_work_grows_with_the_deltas_not_with_the_output_so_far(fmt: str) 
     # would examine 40x more per character at 40x the length), and no delta examines more than the call
     assert large < small * 1.5 + 1
     assert large_most <= small_most + 8
+
+
+HOSTILE_RUNS = [  # (format, a unit repeated many times in ONE delta: calls that never read, or never end)
+    ("hermes", "<tool_call>x</tool_call> "),
+    ("hermes", "<tool_call>x "),
+    ("mistral", "[TOOL_CALLS]x}{} "),
+    ("mistral", "[TOOL_CALLS]x{ "),
+    ("llama3_json", '{"name": "x'),
+    ("deepseek_v4", "<｜DSML｜tool_calls>x</｜DSML｜tool_calls> "),
+    ("kimi_k2", "<|tool_calls_section_begin|><|tool_call_begin|>functions.get_weather:0<|tool_call_argument_begin|>{"),
+    ("openai", "<|channel|>final<|message|>hi<|end|>"),
+    ("openai", "<|start|>assistant<|channel|>commentary to=functions.get_weather<|message|>{"),
+]
+
+
+@pytest.mark.parametrize("fmt,unit", HOSTILE_RUNS)
+def test_a_run_of_broken_calls_in_one_delta_costs_linear_work_and_stays_content(fmt: str, unit: str) -> None:
+    from bench.vocabs import FORMAT_VOCABULARY
+    v = vocab(FORMAT_VOCABULARY[fmt])
+    work = []
+    for k in (200, 800):
+        ids = v.encode(unit * k)
+        reader = get_tool_reader(fmt, TOOLS, "auto")
+        whole = reader.read_ids(ids, v)
+        dec, s = MarkedDecoder(v), reader.stream(v)
+        d1 = s.feed(dec.feed(ids))
+        d2 = s.finish()
+        assert d1.content + d2.content == (whole.content or "")
+        assert d1.calls + d2.calls == whole.calls == ()
+        work.append(s.scanned / len(whole.content or "x"))
+    assert work[1] < work[0] * 1.5 + 1  # per character: flat (quadratic work would be 4x at 4x the length)

@@ -15,14 +15,18 @@ content and the search goes on after it. This stream runs the same loop on the s
   and its text is released as content at once. Where the block ends with plain JSON (Mistral ``[ARGS]{...}``,
   Llama 3 ``{"name": ...}``), it is read where the brackets opened since the trigger close (a bracket depth
   counter that skips JSON strings);
+- a block's text holds no control token but its own syntax markers, and its trigger once (where the syntax
+  has it once): such a token before the block's end shows at once that the block does not read;
 - at the end of the output, what is still held is read as the whole reader would read it.
 
-Per feed: O(the feed) to search (a window of the feed plus the end literal's length), plus one read of a
-block when the feed completes one (O(the block), once per block).
+Per feed: O(the feed) to search, plus one read of a block when the feed completes one (O(the block), once
+per block). The pending text is built once per feed at most, and settled text is dropped once per feed, so
+a feed holding many blocks (or a hostile run of triggers) costs O(its length) plus the reads.
 """
 
 from __future__ import annotations
 
+import bisect
 import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
@@ -30,6 +34,7 @@ from typing import TYPE_CHECKING
 from thinkgate.reasoning.vocabulary import Vocabulary
 
 from .args import JsonArgs, NoMatch
+from .marked import MarkedText
 from .pending import PendingText, Piece
 from .policy import CallPolicy
 from .request import ToolRequest
@@ -46,7 +51,7 @@ _INSIDE_STRING = re.compile(r'["\\]')
 
 
 class _BracketDepth:
-    """JSON bracket depth over plain text fed in order; reports where it returns to zero."""
+    """JSON bracket depth over plain text fed in order: where an opened bracket closes back to depth 0."""
 
     __slots__ = ("depth", "in_string", "escape")
 
@@ -55,9 +60,9 @@ class _BracketDepth:
         self.in_string = False
         self.escape = False
 
-    def feed(self, text: str, base: int) -> list[int]:
-        """Positions (``base`` + offset, just after the bracket) where an opened bracket closes to depth 0."""
-        out: list[int] = []
+    def first_close(self, text: str, base: int) -> int:
+        """Feed ``text`` (at offset ``base``) up to the first close to depth 0: its position (``base`` +
+        offset, just after the bracket), or -1 when ``text`` has none (all of it fed)."""
         i, n = 0, len(text)
         while i < n:
             if self.escape:
@@ -67,7 +72,7 @@ class _BracketDepth:
             if self.in_string:
                 m = _INSIDE_STRING.search(text, i)
                 if m is None:
-                    break
+                    return -1
                 i = m.end()
                 if m.group() == "\\":
                     self.escape = True
@@ -76,7 +81,7 @@ class _BracketDepth:
                 continue
             m = _OUTSIDE_STRING.search(text, i)
             if m is None:
-                break
+                return -1
             c, i = m.group(), m.end()
             if c == '"':
                 self.in_string = True
@@ -85,15 +90,8 @@ class _BracketDepth:
             elif self.depth > 0:
                 self.depth -= 1
                 if self.depth == 0:
-                    out.append(base + i)
-        return out
-
-    def feed_runs(self, runs: Sequence[tuple[int, str]]) -> list[int]:
-        """:meth:`feed` over the plain runs ``(offset, text)`` of a pending text (control tokens skipped)."""
-        out: list[int] = []
-        for base, text in runs:
-            out += self.feed(text, base)
-        return out
+                    return base + i
+        return -1
 
 
 class CallFormatStream(ToolStream):
@@ -121,13 +119,24 @@ class CallFormatStream(ToolStream):
         else:
             self._end_mode = "literal"  # a block that does not read at one end may read at a later one
             self._end = end or fmt.call_end
+        # control tokens a block may hold (its syntax markers), and whether it holds its trigger only once
+        self._inside = frozenset(m for m in fmt.required_markers if m in special)
+        block = "".join(fmt.section or ()) + fmt.call_begin + fmt.call_end
+        self._trigger_once = sum(1 for is_m, piece in self._lit.split(block) if is_m and piece == self._trig) == 1
         self._gate = ContentGate(fmt.call_sep)
         self._taken = 0
+        # the pending block (positions in the pending text)
         self._held = False
-        self._t0 = 0  # the pending trigger's offset in the pending text
-        self._search = 0  # the end literal is searched from here
+        self._t0 = 0          # its trigger
+        self._search = 0      # its end is searched from here
         self._depth = _BracketDepth()
-        self._ends: list[int] = []  # bracket-close positions not tried yet
+        self._depth_pos = 0   # its brackets fed up to here
+        # what the searches found so far (positions in the pending text; each search resumes where it
+        # stopped, whichever block asks, so a feed holding many blocks is searched once)
+        self._foreign: list[int] = []  # control tokens no block can hold
+        self._ctrl_pos = 0             # control tokens examined up to here
+        self._ends: list[tuple[int, int]] = []  # (start, end) of the end literal
+        self._end_pos = 0              # end literal starts searched up to here
         self._scanned = 0
 
     @property
@@ -135,12 +144,8 @@ class CallFormatStream(ToolStream):
         return self._scanned
 
     def feed(self, pieces: Sequence[Piece]) -> ToolStreamDelta:
-        p = self._pending
-        before = len(p)
-        p.extend(pieces)
-        if self._held and self._end_mode == "brackets" and len(p) > before:
-            self._scanned += len(p) - before
-            self._ends += self._depth.feed_runs(p.plain_runs(before))
+        self._pending.extend(pieces)
+        self._scanned += sum(len(t) for t, _ in pieces)
         return self._run(final=False)
 
     def finish(self) -> ToolStreamDelta:
@@ -148,75 +153,129 @@ class CallFormatStream(ToolStream):
         tail = self._gate.finish()
         return ToolStreamDelta(d.content + tail, d.calls)
 
-    # -- the loop --------------------------------------------------------------------------------
-    def _holdback(self, text: str) -> int:
-        """Length of the longest tail of ``text`` that may still become the start of a block."""
+    # -- the pending block -----------------------------------------------------------------------
+    def _hold(self, idx: int) -> None:
+        self._held, self._t0, self._search = True, idx, idx + len(self._trig)
+        self._depth, self._depth_pos = _BracketDepth(), idx
+
+    def _first_foreign(self, after: int) -> int:
+        """The first control token at or after ``after`` that no block can hold (not one of the syntax's
+        markers, or the trigger where a block holds it once), or -1."""
+        k = bisect.bisect_left(self._foreign, after)
+        if k < len(self._foreign):
+            return self._foreign[k]
+        p = self._pending
+        for off, text in p.controls_from(self._ctrl_pos):
+            self._ctrl_pos = off + len(text)
+            if text not in self._inside or (text == self._trig and self._trigger_once):
+                self._foreign.append(off)
+                if off >= after:
+                    return off
+        self._ctrl_pos = len(p)
+        return -1
+
+    def _next_end(self, src: MarkedText | None, limit: int) -> int:
+        """The end of the first place after ``self._search`` where the pending block may end, if that place
+        starts before ``limit``; else -1."""
+        p = self._pending
+        if self._end_mode == "brackets":
+            for off, text in p.plain_runs(self._depth_pos):
+                if off >= limit:
+                    break
+                text = text[:limit - off]
+                self._scanned += len(text)
+                close = self._depth.first_close(text, off)
+                if close >= 0:
+                    self._depth_pos = close
+                    return close
+                self._depth_pos = off + len(text)
+            return -1
+        k = bisect.bisect_left(self._ends, (self._search, -1))
+        if k == len(self._ends):
+            start = max(self._search, self._end_pos)
+            if src is None:
+                w = p.window(start)
+                i = w.find_literal(self._end, 0, self._lit)
+                found = (start + i, start + w.match_literal(i, self._end, self._lit)) if i >= 0 else None
+                self._scanned += len(w.text)
+            else:
+                i = src.find_literal(self._end, start, self._lit)
+                found = (i, src.match_literal(i, self._end, self._lit)) if i >= 0 else None
+                self._scanned += (len(src.text) if i < 0 else i) - start
+            if found is None:
+                self._end_pos = max(start, len(p) - len(self._end) + 1)
+                return -1
+            self._ends.append(found)
+            self._end_pos = found[0] + 1
+        at, end = self._ends[k]
+        if at >= limit:
+            return -1
+        self._search = at + 1  # a block that does not read here may read at a later end ("literal")
+        return end
+
+    def _holdback(self, text: str, base: int) -> int:
+        """Length of the longest tail of ``text[base:]`` that may still become the start of a block."""
         start = self._start_text
-        for k in range(min(len(text), len(start) - 1), 0, -1):
-            if start.startswith(text[-k:]):
+        for k in range(min(len(text) - base, len(start) - 1), 0, -1):
+            if start.startswith(text[len(text) - k:]):
                 return k
         return 0
 
-    def _next_end(self) -> int:
-        """The end of the next place the pending block may end (offset in the pending text), or -1."""
-        p = self._pending
-        if self._end_mode == "brackets":
-            return self._ends.pop(0) if self._ends else -1
-        w = p.window(self._search)
-        self._scanned += len(w.text)
-        i = w.find_literal(self._end, 0, self._lit)
-        if i < 0:
-            self._search = max(self._search, len(p) - len(self._end) + 1)
-            return -1
-        e = w.match_literal(i, self._end, self._lit)
-        at = self._search
-        self._search = at + i + 1
-        return at + e
-
+    # -- the loop --------------------------------------------------------------------------------
     def _run(self, *, final: bool) -> ToolStreamDelta:
         p, gate, fmt = self._pending, self._gate, self._fmt
         out: list[str] = []
         calls: list[ToolCall] = []
+        src: MarkedText | None = None  # the pending text, built at most once per run
+        base = 0  # text before base is settled (dropped at the end of the run)
         while True:
             if not self._held:
-                src = p.marked()
-                self._scanned += len(src.text)
-                idx = src.find_marker(self._trig)
+                if src is None:
+                    src = p.marked()
+                text = src.text
+                idx = src.find_marker(self._trig, base)
+                self._scanned += (len(text) if idx < 0 else idx) - base
                 if idx < 0:
-                    cut = len(src.text) if final else len(src.text) - self._holdback(src.text)
-                    out.append(gate.text(src.text[:cut]))
-                    p.drop(cut)
+                    cut = len(text) if final else len(text) - self._holdback(text, base)
+                    out.append(gate.text(text[base:cut]))
+                    base = cut
                     break
                 lead = self._lead
-                has_lead = (bool(lead) and idx >= len(lead) and src.text.startswith(lead, idx - len(lead))
+                has_lead = (bool(lead) and idx - len(lead) >= base and text.startswith(lead, idx - len(lead))
                             and src.plain(idx - len(lead), idx))
                 start = idx - len(lead) if has_lead else idx
-                out.append(gate.text(src.text[:start]))
-                p.drop(start)
-                self._held, self._t0 = True, idx - start
-                self._search = self._t0 + len(self._trig)
-                if self._end_mode == "brackets":
-                    self._depth, self._ends = _BracketDepth(), []
-                    self._ends = self._depth.feed_runs(p.plain_runs(self._t0))
+                out.append(gate.text(text[base:start]))
+                base = start
+                self._hold(idx)
+                continue
+            broken = False
+            if not final:
+                foreign = self._first_foreign(self._t0 + len(self._trig))
+                end_at = self._next_end(src, len(p) if foreign < 0 else foreign)
+                if end_at < 0:
+                    if foreign < 0:
+                        break  # the block goes on
+                    broken = True  # a control token the block cannot hold comes first: it does not read
+            if src is None:
+                src = p.marked()
+            text = src.text
+            block = None
+            if not broken:
+                if not final:
+                    self._scanned += end_at - self._t0  # the read reads the block
+                try:
+                    block, end = fmt._read_block(src, self._t0, self._tools, self._lit, skip=len(self._lead))
+                except (NoMatch, RecursionError):
+                    if not (final or self._end_mode != "literal"):
+                        continue  # a later end may still close it
+            if block is None:
+                cut = self._t0 + len(self._trig)  # not a call: the trigger stays content
+                out.append(gate.text(text[base:cut]))
+                base = cut
+                self._held = False
                 continue
             if final:
-                end_at = len(p)
-            else:
-                end_at = self._next_end()
-                if end_at < 0:
-                    break
-            src = p.window(0, end_at)
-            self._scanned += end_at
-            try:
-                block, end = fmt._read_block(src, self._t0, self._tools, self._lit, skip=len(self._lead))
-            except (NoMatch, RecursionError):
-                if not (final or self._end_mode != "literal"):
-                    continue  # a later end may still close it
-                cut = self._t0 + len(self._trig)  # not a call: the trigger stays content
-                out.append(gate.text(src.text[:cut]))
-                self._drop_block(cut)
-                continue
-            text = src.text
+                self._scanned += end - self._t0
             kept: list[ToolCall] = []
             refused: list[str] = []
             for call, cs, ce in block:
@@ -226,17 +285,27 @@ class CallFormatStream(ToolStream):
                 else:
                     refused.append(text[cs:ce])
             if not kept:  # well-formed, but the request does not allow it: content
-                out.append(gate.text(text[:end]))
+                out.append(gate.text(text[base:end]))
             else:
                 out.append(gate.call())
                 out.extend(gate.text(r) for r in refused)
                 gate.after_call()
                 calls.extend(kept)
                 self._taken += len(kept)
-            self._drop_block(end)
+            base = end
+            self._held = False
+        self._settle(base)
         return ToolStreamDelta("".join(out), tuple(calls))
 
-    def _drop_block(self, n: int) -> None:
-        self._pending.drop(n)
-        self._held = False
-        self._ends = []
+    def _settle(self, base: int) -> None:
+        """Drop the settled text; the positions kept move with it."""
+        if base <= 0:
+            return
+        self._pending.drop(base)
+        self._t0 -= base
+        self._search = max(self._search - base, 0)
+        self._depth_pos = max(self._depth_pos - base, 0)
+        self._ctrl_pos = max(self._ctrl_pos - base, 0)
+        self._end_pos = max(self._end_pos - base, 0)
+        self._foreign = [f - base for f in self._foreign if f >= base]
+        self._ends = [(a - base, b - base) for a, b in self._ends if a >= base]

@@ -23,7 +23,7 @@ from .pending import PendingText, Piece
 from .policy import CallPolicy
 from .request import ToolRequest
 from .results import ToolCall
-from .stream import ContentGate, ToolStream, ToolStreamDelta
+from .stream import EMPTY, ContentGate, ToolStream, ToolStreamDelta
 
 if TYPE_CHECKING:
     from .harmony import HarmonyFormat
@@ -35,6 +35,25 @@ _START = "<|start|>"
 
 # what a message is, once its header is read
 _CALL, _CONTENT, _SKIP = "call", "content", "skip"
+
+
+class _Finder:
+    """The first occurrence of a marker at or after a position in one text, each marker's search resuming
+    from its last answer (positions only grow while a feed is read), so a feed is searched once."""
+
+    __slots__ = ("_src", "_last")
+
+    def __init__(self, src: MarkedText) -> None:
+        self._src = src
+        self._last: dict[str, tuple[int, int]] = {}  # marker -> (searched from, found at or -1)
+
+    def __call__(self, marker: str, start: int) -> int:
+        last = self._last.get(marker)
+        if last is not None and last[0] <= start and (last[1] < 0 or last[1] >= start):
+            return last[1]
+        i = self._src.find_marker(marker, start)
+        self._last[marker] = (start, i)
+        return i
 
 
 def _first(src: MarkedText, markers: Sequence[str], start: int = 0) -> tuple[int, str]:
@@ -91,68 +110,71 @@ class HarmonyStream(ToolStream):
 
     def _run(self, *, final: bool) -> ToolStreamDelta:
         p, gate = self._pending, self._gate
-        out: list[str] = []
-        calls: list[ToolCall] = []
-        while True:
-            if not self._in_body:
-                w = p.window(self._search)
-                self._scanned += len(w.text)
-                i = w.find_marker(_MESSAGE)
-                if i < 0:
-                    if final and len(p):  # text that never opens a body is content
-                        out.append(self._content_piece())
-                        out.append(gate.text(p.text()))
-                        p.clear()
-                    else:
-                        self._search = max(self._search, len(p) - len(_MESSAGE) + 1)
-                    break
-                msg = self._search + i
-                out.append(self._header(p.window(0, msg)))
-                p.drop(msg + len(_MESSAGE))
-                self._in_body, self._search = True, 0
-                continue
+        if not final and (not self._in_body or self._kind == _CALL):
+            # a header, or a call's body, is held until it ends: look at the new text only
             w = p.window(self._search)
             self._scanned += len(w.text)
-            i, marker = _first(w, self._ends)
+            ends = self._ends if self._in_body else (_MESSAGE,)
+            if _first(w, ends)[0] < 0:
+                self._search = max(0, len(p) - max(len(m) for m in ends) + 1)
+                return EMPTY
+        src = p.marked()  # what is held has just ended (or is small): built once per feed
+        self._scanned += len(src.text)
+        text, find = src.text, _Finder(src)
+        out: list[str] = []
+        calls: list[ToolCall] = []
+        base = 0  # text before base is settled (dropped at the end of the run)
+        while True:
+            if not self._in_body:
+                msg = find(_MESSAGE, base)
+                if msg < 0:
+                    if final and base < len(text):  # text that never opens a body is content
+                        out.append(self._content_piece())
+                        out.append(gate.text(text[base:]))
+                        base = len(text)
+                    break
+                out.append(self._header(src, base, msg))
+                base = msg + len(_MESSAGE)
+                self._in_body = True
+                continue
+            i, marker = -1, ""
+            for m in self._ends:
+                j = find(m, base)
+                if j >= 0 and (i < 0 or j < i):
+                    i, marker = j, m
             if i < 0 and not final:
-                if self._kind == _CONTENT:  # the answer streams as it comes
-                    cut = len(p) - self._holdback(w.text)
-                    out.append(gate.text(p.text(0, cut)))
-                    p.drop(cut)
-                    self._search = 0
-                elif self._kind == _SKIP:
-                    cut = len(p) - self._holdback(w.text)
-                    p.drop(cut)
-                    self._search = 0
-                else:
-                    self._search = max(0, len(p) - max(len(m) for m in self._ends) + 1)
+                if self._kind != _CALL:  # an answer streams as it comes; analysis is dropped
+                    cut = len(text) - self._holdback(text[base:])
+                    if self._kind == _CONTENT:
+                        out.append(gate.text(text[base:cut]))
+                    base = cut
                 break
-            end = len(p) if i < 0 else self._search + i
-            body = p.window(0, end)
-            self._scanned += end
+            end = len(text) if i < 0 else i
             if self._kind == _CONTENT:
-                out.append(gate.text(body.text))
+                out.append(gate.text(text[base:end]))
             elif self._kind == _CALL:
-                if self._fmt._is_call(body, 0, end, self._name, self._policy, self._taken):
-                    calls.append(ToolCall(self._name, body.text.strip()))
+                if self._fmt._is_call(src, base, end, self._name, self._policy, self._taken):
+                    calls.append(ToolCall(self._name, text[base:end].strip()))
                     self._taken += 1
                 else:
                     out.append(self._content_piece())
-                    out.append(gate.text(body.text))
-            p.drop(end + len(marker))
-            self._in_body, self._search = False, 0
+                    out.append(gate.text(text[base:end]))
+            base = end + len(marker)
+            self._in_body = False
             if i < 0:
                 break
+        p.drop(base)
+        self._search = 0
         return ToolStreamDelta("".join(out), tuple(calls))
 
-    def _header(self, src: MarkedText) -> str:
-        """Decide the message whose header is ``src`` (from the message's start to ``<|message|>``)."""
+    def _header(self, src: MarkedText, pos: int, msg: int) -> str:
+        """Decide the message whose header is ``src.text[pos:msg]`` (from its start to ``<|message|>``)."""
         text = src.text
-        h = 0
-        if src.marker_at(0, _START) and text.startswith("assistant", len(_START)):
-            h = len(_START) + len("assistant")
-        header = text[h:]
-        channel = src.find_marker("<|channel|>", h)
+        h = pos
+        if src.marker_at(h, _START) and text.startswith("assistant", h + len(_START)):
+            h += len(_START) + len("assistant")
+        header = text[h:msg]
+        channel = src.find_marker("<|channel|>", h, msg)
         r = self._fmt._RECIPIENT.search(header)
         if r is not None and channel >= 0 and src.plain(h + r.start(), h + r.end()):
             target = r.group(1)

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import bisect
 import codecs
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 
 from thinkgate.reasoning.vocabulary import Vocabulary
 
@@ -110,18 +110,22 @@ class PendingText:
             k += 1
         return MarkedText("".join(texts), controls, self._special)
 
-    def plain_runs(self, start: int) -> list[tuple[int, str]]:
+    def plain_runs(self, start: int) -> Iterator[tuple[int, str]]:
         """``(offset, text)`` of the ordinary-text parts from ``start`` on (a control token cut by ``start``
-        counts as ordinary text). O(len - start)."""
+        counts as ordinary text), lazily: O(the parts taken)."""
         k = max(bisect.bisect_right(self._starts, start) - 1, 0)
-        out: list[tuple[int, str]] = []
         for j in range(k, len(self._parts)):
             a, part = self._starts[j], self._parts[j]
             lo = max(start - a, 0)
             if lo >= len(part) or (self._controls[j] and lo == 0):
                 continue
-            out.append((a + lo, part[lo:]))
-        return out
+            yield a + lo, part[lo:]
+
+    def controls_from(self, start: int) -> Iterator[tuple[int, str]]:
+        """``(offset, text)`` of the control tokens that start at or after ``start``, lazily."""
+        for j in range(bisect.bisect_left(self._starts, start), len(self._parts)):
+            if self._controls[j]:
+                yield self._starts[j], self._parts[j]
 
     def marked(self) -> MarkedText:
         return self.window(0, self._len)
