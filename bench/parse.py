@@ -125,13 +125,14 @@ def run_format(fmt: str, sizes: list[int], window: int, repeat: int) -> list[dic
     parser = Parser(vocab, reasoning, fmt)
     prompt = vocab.encode(prompt_text)
     choice = "required" if fmt == "json" else "auto"
-    rows: list[dict[str, Any]] = []
     clock = time.perf_counter_ns
-    for n in sizes:
-        ids, timed_from = _output(fmt, vocab, n, window)
-        progress(f"{fmt}: {len(ids)} output tokens, the last {len(ids) - timed_from} timed")
-        samples: list[float] = []
-        for _ in range(repeat):
+    outputs = {n: _output(fmt, vocab, n, window) for n in sizes}
+    samples: dict[int, list[float]] = {n: [] for n in sizes}
+    for rep in range(repeat):  # the sizes interleaved, so that a change of load touches them alike
+        for n in sizes:
+            ids, timed_from = outputs[n]
+            if rep == 0:
+                progress(f"{fmt}: {len(ids)} output tokens, the last {len(ids) - timed_from} timed")
             req = parser.request(tools=[TOOL], tool_choice=choice, prompt_token_ids=prompt,
                                  chat_template_kwargs=KWARGS.get(fmt))
             for a in range(0, timed_from, 512):
@@ -140,7 +141,7 @@ def run_format(fmt: str, sizes: list[int], window: int, repeat: int) -> list[dic
             for t in ids[timed_from:]:
                 t0 = clock()
                 d = req.parse_delta([t])
-                samples.append((clock() - t0) / 1e3)
+                samples[n].append((clock() - t0) / 1e3)
                 if d:
                     names += [c["function"]["name"] for c in d.get("tool_calls", ())]
             end = req.finish()
@@ -148,10 +149,12 @@ def run_format(fmt: str, sizes: list[int], window: int, repeat: int) -> list[dic
                 names += [c["function"]["name"] for c in end.delta.get("tool_calls", ())]
             if "get_weather" not in names:
                 raise RuntimeError(f"{fmt}: the call was not read at {n} tokens (the timed path is not the real one)")
-        s = summarize(samples)
+    rows: list[dict[str, Any]] = []
+    for n in sizes:
+        s = summarize(samples[n])
         rows.append({"format": fmt, "reasoning": reasoning or "-", "vocab": FORMAT_VOCABULARY[fmt],
-                     "output_tokens": len(ids), "timed_deltas": len(samples), "delta_median_us": s.median_us,
-                     "delta_p90_us": s.p90_us, "delta_mean_us": s.mean_us})
+                     "output_tokens": len(outputs[n][0]), "timed_deltas": len(samples[n]),
+                     "delta_median_us": s.median_us, "delta_p90_us": s.p90_us, "delta_mean_us": s.mean_us})
     base = min(rows, key=lambda r: r["output_tokens"])
     for r in rows:
         r["ratio_vs_smallest"] = r["delta_median_us"] / base["delta_median_us"]
