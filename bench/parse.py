@@ -60,8 +60,8 @@ CASES: dict[str, tuple[str | None, str, str, str]] = {
                    '<minimax:tool_call>\n<invoke name="get_weather">\n<parameter name="location">Paris</parameter>\n'
                    "</invoke>\n</minimax:tool_call>"),
     "gemma4": ("gemma4", "<|turn>user\nWeather?<turn|>\n<|turn>model\n",
-               "<|channel>thought\nI should call a tool.<channel|>", '<|tool_call>call:get_weather{location:<|"|>Paris<|"|>}'
-               "<tool_call|>"),
+               "<|channel>thought\nI should call a tool.<channel|>",
+               '<|tool_call>call:get_weather{location:<|"|>Paris<|"|>}<tool_call|>'),
     "openai": ("openai_gptoss", "<|start|>user<|message|>Weather?<|end|><|start|>assistant",
                "<|channel|>analysis<|message|>I should call a tool.<|end|><|start|>assistant<|channel|>commentary"
                "<|message|>",
@@ -73,9 +73,9 @@ KWARGS: dict[str, dict[str, Any]] = {"gemma4": {"enable_thinking": True}}
 
 CONTENT = ("The forecast for Paris is mild: 18 °C, light wind <3 m/s>, humidity {62%} [stable]. "
            "Côte d'Azur: 24 °C, ciel dégagé. 北京：晴，温度适中。 ")
-TOOL = {"type": "function", "function": {"name": "get_weather", "description": "Current weather for a city.",
-                                         "parameters": {"type": "object", "properties": {"location": {"type": "string"}},
-                                                        "required": ["location"]}}}
+TOOL = {"type": "function", "function": {
+    "name": "get_weather", "description": "Current weather for a city.",
+    "parameters": {"type": "object", "properties": {"location": {"type": "string"}}, "required": ["location"]}}}
 
 
 def _formats(text: str) -> list[str]:

@@ -76,7 +76,8 @@ def test_bad_requests_are_refused_naming_the_cause_and_other_requests_go_on() ->
     deltas = [req.parse_delta([t]) for t in ids]
     end = req.finish()
     assert end.finish_reason == "tool_calls"
-    assert [c["function"]["name"] for d in deltas + [end.delta] if d for c in d.get("tool_calls", [])] == ["get_weather"]
+    names = [c["function"]["name"] for d in deltas + [end.delta] if d for c in d.get("tool_calls", [])]
+    assert names == ["get_weather"]
     with pytest.raises(ValueError, match="finished"):
         req.parse_delta([1])
     assert good.parse(ids).tool_calls[0].name == "get_weather"
@@ -105,9 +106,11 @@ def test_whole_parse_gives_the_openai_message_finish_reason_and_usage() -> None:
     assert msg["role"] == "assistant" and msg["content"] == "Let me look."
     assert msg["reasoning"] == fam.thinking.split("</think>")[0]
     [call] = msg["tool_calls"]
-    assert call["type"] == "function" and call["function"] == {"name": "get_weather", "arguments": '{"location": "Paris"}'}
+    assert call["type"] == "function"
+    assert call["function"] == {"name": "get_weather", "arguments": '{"location": "Paris"}'}
     think_ids = p.vocabulary.encode(fam.thinking.split("</think>")[0])
-    assert out["usage"] == {"completion_tokens": len(ids), "completion_tokens_details": {"reasoning_tokens": len(think_ids)}}
+    assert out["usage"] == {"completion_tokens": len(ids),
+                            "completion_tokens_details": {"reasoning_tokens": len(think_ids)}}
     # max_tokens cut the call: finish_reason stays length, the cut call is content
     cut = p.request(tools=TOOLS, prompt_token_ids=prompt).parse(ids[:-4], finish_reason="length")
     assert cut.finish_reason == "length" and cut.tool_calls == ()

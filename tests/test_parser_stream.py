@@ -110,7 +110,8 @@ SETTINGS = settings(max_examples=12, deadline=None, derandomize=True,
 @pytest.mark.parametrize("renderer,reasoning", PAIRINGS, ids=[f"{p}-{r}" for r, p in PAIRINGS])
 @SETTINGS
 @given(data=st.data())
-def test_stream_equals_whole_parse_for_every_chunking(renderer: str, reasoning: str | None, data: st.DataObject) -> None:
+def test_stream_equals_whole_parse_for_every_chunking(renderer: str, reasoning: str | None,
+                                                      data: st.DataObject) -> None:
     text, change = data.draw(outputs(renderer))
     v = parser_for(renderer, reasoning).vocabulary
     ids = v.encode(text)
@@ -190,15 +191,14 @@ def test_parallel_calls_off_keeps_the_first_call_and_the_rest_as_content(rendere
 
 
 MALFORMED = {
-    # renderer -> (call text with its syntax broken, the literal that ends the call)
-    "hermes": ('<tool_call>\n{"name": "get_weather", "arguments": {"location": "Zürich"\n</tool_call>', "</tool_call>"),
-    "qwen3_6": ("<tool_call>\n<function=get_weather>\n<parameter=location>\nZürich\n</function>\n</tool_call>",
-                "</tool_call>"),
+    # renderer -> a call with its syntax broken (its end token comes, so it is decided there)
+    "hermes": '<tool_call>\n{"name": "get_weather", "arguments": {"location": "Zürich"\n</tool_call>',
+    "qwen3_6": "<tool_call>\n<function=get_weather>\n<parameter=location>\nZürich\n</function>\n</tool_call>",
     "deepseek_v4": ('<｜DSML｜tool_calls>\n<｜DSML｜invoke name="get_weather">\n<｜DSML｜parameter name="location" '
-                    'string="true">Zürich</｜DSML｜invoke>\n</｜DSML｜tool_calls>', "</｜DSML｜tool_calls>"),
+                    'string="true">Zürich</｜DSML｜invoke>\n</｜DSML｜tool_calls>'),
     "kimi_k2": ("<|tool_calls_section_begin|><|tool_call_begin|>functions.get_weather:0<|tool_call_argument_begin|>"
-                '{"location": "Zürich",}<|tool_call_end|><|tool_calls_section_end|>', "<|tool_calls_section_end|>"),
-    "gemma4": ('<|tool_call>call:get_weather{location:<|"|>Zürich}<tool_call|>', "<tool_call|>"),
+                '{"location": "Zürich",}<|tool_call_end|><|tool_calls_section_end|>'),
+    "gemma4": '<|tool_call>call:get_weather{location:<|"|>Zürich}<tool_call|>',
 }
 
 
@@ -206,7 +206,7 @@ MALFORMED = {
 def test_a_malformed_call_stays_content_and_is_released_when_its_end_comes(renderer: str) -> None:
     fmt = RENDERERS[renderer].format
     reasoning = FAMILIES[fmt].parser
-    call, end_marker = MALFORMED[renderer]
+    call = MALFORMED[renderer]
     v = parser_for(renderer, reasoning).vocabulary
     thinking = FAMILIES[fmt].thinking
     ids = v.encode(thinking + "Checking. " + call + " And more text.")
