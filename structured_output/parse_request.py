@@ -59,10 +59,12 @@ class RequestParser:
         self.prompt_token_ids: list[int] = self._ids(prompt_token_ids, "prompt_token_ids")
         self.reader: ToolReader | None = None
         fmt = parser.tool_format
-        wants_calls = bool(tools) and tool_choice != "none"
+        forced = tool_choice not in ("auto", "none", None)  # "required", a named function, allowed tools
+        wants_calls = (bool(tools) and tool_choice != "none") or forced
         if wants_calls and fmt is None:
-            raise ValueError("the request has tools, but this Parser has no tool format to read calls with")
-        if fmt is not None and (wants_calls or tools):
+            raise ValueError("the request asks for tool calls (tools or tool_choice), but this Parser has no tool "
+                             "format to read them with")
+        if fmt is not None and (tools is not None or forced):
             reader = ToolReader(fmt.name, tools, tool_choice, parallel_tool_calls=parallel_tool_calls,
                                 strictness=strictness)  # validates the request even when no call is read
             if wants_calls:

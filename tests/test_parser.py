@@ -64,6 +64,12 @@ def test_bad_requests_are_refused_naming_the_cause_and_other_requests_go_on() ->
         p.request(prompt_token_ids=[10**9])
     with pytest.raises(ValueError, match="no tool format"):
         Parser(vocab("qwen3_6"), "qwen3").request(tools=TOOLS)
+    with pytest.raises(ValueError, match="no tool format"):
+        Parser(vocab("qwen3_6"), "qwen3").request(tool_choice="required")
+    with pytest.raises(ValueError, match="required"):
+        p.request(tools=[], tool_choice="required")
+    with pytest.raises(ValueError, match="nope"):
+        p.request(tools=TOOLS, tool_choice={"type": "function", "function": {"name": "nope"}})
     req = p.request(tools=TOOLS)
     with pytest.raises(ValueError, match="delta_ids"):
         req.parse_delta([-1])

@@ -256,3 +256,17 @@ def test_json_array_format_whole_and_streamed() -> None:
         got = streamed(p.request(tools=TOOLS, tool_choice="required", prompt_token_ids=prompt), ids,
                        range(0, len(ids), 2), False)
         assert_same(whole, got)
+
+
+@pytest.mark.parametrize("renderer", ["hermes", "qwen3_6"])
+@settings(max_examples=8, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_a_call_that_ends_the_thinking_implicitly(renderer: str, data: st.DataObject) -> None:
+    """Qwen3 may call a tool without closing its thinking: ``<tool_call>`` ends it and starts the content."""
+    v = parser_for(renderer, "qwen3").vocabulary
+    ids = v.encode("I need the weather.\n" + render(renderer, [("get_weather", {"location": "Paris"})]))
+    whole = request_for(renderer, "qwen3").parse(ids)
+    assert whole.reasoning == "I need the weather.\n"
+    assert [c.name for c in whole.tool_calls] == ["get_weather"]
+    cuts = data.draw(st.lists(st.integers(0, len(ids)), max_size=20))
+    assert_same(whole, streamed(request_for(renderer, "qwen3"), ids, cuts, data.draw(st.booleans())))
