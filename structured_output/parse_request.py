@@ -42,7 +42,10 @@ __all__ = ["RequestParser"]
 
 
 class RequestParser:
-    """The parse of one request's output (see the module docstring); built by ``Parser.request``."""
+    """The parse of one request's output (see the module docstring); built by ``Parser.request``.
+
+    ``parse`` keeps no state. ``parse_delta`` / ``finish`` keep the state of one stream: call them from one
+    thread at a time, in the order of the output (a view per request; views share nothing but the Parser)."""
 
     def __init__(self, parser: Parser, *, tools: Sequence[Mapping[str, Any]] | None,
                  tool_choice: str | Mapping[str, Any] | None, parallel_tool_calls: bool, include_reasoning: bool,
