@@ -77,44 +77,54 @@ class ToolStream(ABC):
 
 
 class ContentGate:
-    """The whole reader's content rules, applied to text as it streams (see the module docstring)."""
+    """The whole reader's content rules, applied to text as it streams (see the module docstring).
 
-    __slots__ = ("_sep", "_started", "_ws", "_between")
+    Held text is kept as parts and joined once, when it goes out: a long run of whitespace fed piece by
+    piece costs O(its length)."""
+
+    __slots__ = ("_sep", "_started", "_ws", "_between", "_between_len", "_between_ws")
 
     def __init__(self, call_sep: str = "") -> None:
         self._sep = call_sep
         self._started = False
-        self._ws = ""
-        self._between: str | None = None  # text after the last call, while it may still be a separator
+        self._ws: list[str] = []  # trailing whitespace, held until more text shows it is not trailing
+        self._between: list[str] | None = None  # text after the last call, while it may still be a separator
+        self._between_len = 0
+        self._between_ws = True
 
     def text(self, s: str) -> str:
         """Content text; returns what can go out now."""
         if not s:
             return ""
         if self._between is not None:
-            b = self._between + s
-            if not b.strip() or (self._sep and self._sep.startswith(b)):
-                self._between = b
+            self._between.append(s)
+            self._between_len += len(s)
+            self._between_ws = self._between_ws and not s.strip()
+            if self._between_ws or (self._sep and self._between_len <= len(self._sep)
+                                    and self._sep.startswith("".join(self._between))):
                 return ""
+            s = "".join(self._between)
             self._between = None
-            s = b
         return self._strip(s)
 
     def call(self) -> str:
         """A call block is read: text held since the previous block is dropped when it is only whitespace
         or the separator, else it goes out. Returns what can go out now."""
-        b, self._between = self._between, None
-        if b is None or b == self._sep or not b.strip():
+        parts, self._between = self._between, None
+        if parts is None:
+            return ""
+        b = "".join(parts)
+        if b == self._sep or not b.strip():
             return ""
         return self._strip(b)
 
     def after_call(self) -> None:
-        self._between = ""
+        self._between, self._between_len, self._between_ws = [], 0, True
 
     def finish(self) -> str:
-        b, self._between = self._between, None
-        out = self._strip(b) if b else ""
-        self._ws = ""
+        parts, self._between = self._between, None
+        out = self._strip("".join(parts)) if parts else ""
+        self._ws = []
         return out
 
     def _strip(self, s: str) -> str:
@@ -123,10 +133,13 @@ class ContentGate:
             if not s:
                 return ""
             self._started = True
-        full = self._ws + s
-        core = full.rstrip()
-        self._ws = full[len(core):]
-        return core
+        core = s.rstrip()
+        if not core:
+            self._ws.append(s)
+            return ""
+        out = "".join(self._ws) + core if self._ws else core
+        self._ws = [s[len(core):]] if len(core) < len(s) else []
+        return out
 
 
 class HeldStream(ToolStream):
