@@ -17,6 +17,9 @@ How an output is split (whole and streamed alike):
   content is the reasoning parser's content text (all the text without a reasoning parser).
 - **finish_reason**: ``tool_calls`` when calls were read and the engine stopped normally (``stop``); any
   other reason kept (``length``: the client sees that the output, and maybe a call in it, was cut).
+- **stop tokens** (the vocabulary's, e.g. ``<|im_end|>``, harmony's ``<|call|>``) that the engine leaves in the
+  output ids are not part of the message (they end the output, as a detokenizer drops them); they count in
+  ``completion_tokens``.
 - **usage**: ``completion_tokens`` (ids of the output) and ``completion_tokens_details.reasoning_tokens``
   (the reasoning parser's count, markers excluded).
 
@@ -60,6 +63,7 @@ class RequestParser:
         self.include_reasoning = include_reasoning
         self.kwargs: dict[str, Any] = {**parser.chat_template_kwargs, **(chat_template_kwargs or {})}
         self.prompt_token_ids: list[int] = self._ids(prompt_token_ids, "prompt_token_ids")
+        self._stops = self.vocabulary.stop_token_ids
         self.reader: ToolReader | None = None
         fmt = parser.tool_format
         forced = tool_choice not in ("auto", "none", None)  # "required", a named function, allowed tools
@@ -81,7 +85,8 @@ class RequestParser:
         self._decoder: MarkedDecoder | None = None
         self._tstream: ToolStream | None = None
         self._text_decoder = codecs.getincrementaldecoder("utf-8")("replace")
-        self._ids_seen: list[int] = []
+        self._ids_seen: list[int] = []  # the output's ids but stop tokens (for the reasoning count at the end)
+        self._count = 0
         self._calls_sent = 0
 
     # -- input checks ----------------------------------------------------------------------------
@@ -110,7 +115,8 @@ class RequestParser:
     # -- whole output ----------------------------------------------------------------------------
     def parse(self, token_ids: Sequence[int], text: str | None = None, finish_reason: str = "stop") -> ParseResult:
         """The whole generated output (``text``: its decoded text, optional) -> :class:`ParseResult`."""
-        ids = self._ids(token_ids)
+        all_ids = self._ids(token_ids)
+        ids = [t for t in all_ids if t not in self._stops]
         text = self._text(text, "text")
         finish_reason = self._reason(finish_reason)
         rp = self.parser.reasoning_parser
@@ -133,7 +139,7 @@ class RequestParser:
             content = content_text or None
         return ParseResult(reasoning=(reasoning or None) if self.include_reasoning else None, content=content,
                            tool_calls=calls, finish_reason=finish_reason_for(finish_reason, bool(calls)),
-                           completion_tokens=len(ids), reasoning_tokens=reasoning_tokens)
+                           completion_tokens=len(all_ids), reasoning_tokens=reasoning_tokens)
 
     # -- streaming -------------------------------------------------------------------------------
     def _start(self) -> None:
@@ -153,10 +159,12 @@ class RequestParser:
         ``ValueError`` for bad ids, or after :meth:`finish`."""
         if self._finished:
             raise ValueError("this stream has finished; a request view streams one output")
-        ids = self._ids(delta_ids, "delta_ids")
+        all_ids = self._ids(delta_ids, "delta_ids")
+        ids = [t for t in all_ids if t not in self._stops]
         delta_text = self._text(delta_text, "delta_text")
         if not self._started:
             self._start()
+        self._count += len(all_ids)
         self._ids_seen.extend(ids)
         reasoning: str | None = None
         if self._rstream is not None:
@@ -201,7 +209,7 @@ class RequestParser:
         rp = self.parser.reasoning_parser
         reasoning_tokens = 0 if rp is None else rp.count_reasoning_tokens(self._ids_seen, self.prompt_token_ids,
                                                                            self.kwargs)
-        return StreamEnd(delta, finish_reason_for(finish_reason, self._calls_sent > 0), len(self._ids_seen),
+        return StreamEnd(delta, finish_reason_for(finish_reason, self._calls_sent > 0), self._count,
                          reasoning_tokens)
 
     def _delta(self, reasoning: str | None, content: str | None, calls: tuple[ToolCall, ...]) -> dict[str, Any] | None:

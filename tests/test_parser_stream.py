@@ -270,3 +270,18 @@ def test_a_call_that_ends_the_thinking_implicitly(renderer: str, data: st.DataOb
     assert [c.name for c in whole.tool_calls] == ["get_weather"]
     cuts = data.draw(st.lists(st.integers(0, len(ids)), max_size=20))
     assert_same(whole, streamed(request_for(renderer, "qwen3"), ids, cuts, data.draw(st.booleans())))
+
+
+@pytest.mark.parametrize("renderer,reasoning", PAIRINGS, ids=[f"{p}-{r}" for r, p in PAIRINGS])
+def test_a_stop_token_left_in_the_output_is_not_part_of_the_message(renderer: str, reasoning: str | None) -> None:
+    r = RENDERERS[renderer]
+    v = parser_for(renderer, reasoning).vocabulary
+    ids = v.encode(FAMILIES[r.format].thinking + render(renderer, [("get_weather", {"location": "Paris"})]))
+    stop = min(v.stop_token_ids)
+    without = request_for(renderer, reasoning).parse(ids)
+    whole = request_for(renderer, reasoning).parse(ids + [stop])
+    assert (whole.reasoning, whole.content, whole.finish_reason) == (without.reasoning, without.content,
+                                                                    without.finish_reason)
+    assert [(c.name, c.arguments) for c in whole.tool_calls] == [(c.name, c.arguments) for c in without.tool_calls]
+    assert whole.completion_tokens == without.completion_tokens + 1
+    assert_same(whole, streamed(request_for(renderer, reasoning), ids + [stop], range(0, len(ids), 2), False))
