@@ -3,7 +3,7 @@
 For each format (its model's reasoning parser and vocabulary, :data:`CASES`) and each output length N
 (default 1,000, 10,000 and 100,000 tokens, in the same run), a request view is opened and fed an output
 of N tokens: the family's thinking, then content, then the tail: a sentence, one call to ``get_weather``
-in the format's own syntax, and a closing sentence. Everything before the last ``--window`` tokens is fed
+in the format's own syntax, and a closing sentence (none after harmony's call, which ends the turn). Everything before the last ``--window`` tokens is fed
 in deltas of 512 tokens (untimed: it only builds the state); the last ``--window`` tokens, content then
 the call, are fed **one token per delta** through ``parse_delta`` and each delta is timed. The table shows
 the median / p90 / mean per-delta time over those deltas (all ``--repeat`` runs pooled) and ``ratio``: the
@@ -108,7 +108,8 @@ def _output(fmt: str, vocab: Any, n: int, window: int) -> tuple[list[int], int]:
         ids = vocab.encode("[") + (one + sep) * (k - 1) + one + vocab.encode("]")
         ids = head + ids
         return ids, max(0, len(ids) - window)
-    tail = vocab.encode("Let me check the weather. ") + vocab.encode(call) + vocab.encode(" Done.")
+    after = "" if fmt == "openai" else " Done."  # harmony's call ends with <|call|>, a stop token: the turn ends
+    tail = vocab.encode("Let me check the weather. ") + vocab.encode(call) + (vocab.encode(after) if after else [])
     unit = vocab.encode(CONTENT)
     fill = max(0, n - len(head) - len(tail))
     ids = head + (unit * (fill // len(unit) + 1))[:fill] + tail
