@@ -9,6 +9,10 @@
     c = build_tool_constraint(tools, "required", format="qwen3", parallel_tool_calls=False)
     calls = get_tool_reader("qwen3", tools, "required").read(text_after_thinking).calls
 
+    # the front end: model output -> OpenAI message / stream deltas
+    parser = Parser(vocabulary, reasoning="qwen3", tools="qwen3_6")
+    parser.request(tools=tools, prompt_token_ids=prompt).parse(output_ids).message
+
 See :class:`StructuredOutputManager` for lifetimes, thread-safety and the step protocol.
 """
 
@@ -16,6 +20,9 @@ from thinkgate.reasoning.vocabulary import Vocabulary, load_vocabulary
 
 from .compiler import CompiledConstraint, Compiler, CompilerStats
 from .constraints import Constraint, ConstraintKind
+from .parse_request import RequestParser
+from .parse_result import ParseResult, StreamEnd
+from .parser import Parser
 from .manager import AcceptResult, BitmaskBatch, RequestStatus, ScheduleEntry, StructuredOutputManager
 from .overlap import PendingBitmask
 from .tools import (ToolCall, ToolCallsResult, ToolReader, ToolRequest, build_tool_constraint, get_tool_format,
@@ -29,4 +36,5 @@ __all__ = [
     "PendingBitmask",
     "build_tool_constraint", "get_tool_reader", "ToolReader", "list_tool_formats", "get_tool_format",
     "register_tool_format", "normalize_tool_request", "ToolRequest", "ToolCall", "ToolCallsResult",
+    "Parser", "RequestParser", "ParseResult", "StreamEnd",
 ]

@@ -41,6 +41,7 @@ _EXPORTS = {
     "build_tool_constraint": "structured_output",
     "get_tool_reader": "structured_output",
     "list_tool_formats": "structured_output",
+    "Parser": "structured_output",
     # thinkgate.kernels
     "apply_token_bitmask_inplace": "kernels",
     "apply_token_bitmask_reference": "kernels",

@@ -30,17 +30,20 @@ from .formats import get_tool_format, list_tool_formats, register_tool_format
 from .harmony import HarmonyFormat
 from .json_calls import JsonCallsFormat
 from .marked import MAX_ARGUMENT_DEPTH, MarkedText
+from .pending import MarkedDecoder
 from .policy import CallPolicy
 from .request import (MAX_TOOL_SCHEMA_DEPTH, STRICTNESS_LEVELS, Strictness, ToolChoiceMode, ToolRequest, ToolSpec,
                       normalize_tool_request, tool_calls_json_schema)
 from .results import ToolCall, ToolCallsResult
+from .stream import ToolStream, ToolStreamDelta
 
 __all__ = [
     "build_tool_constraint", "get_tool_reader", "ToolReader", "list_tool_formats", "get_tool_format",
     "register_tool_format", "normalize_tool_request", "tool_calls_json_schema",
     "ToolRequest", "ToolSpec", "ToolCall", "ToolCallsResult", "ToolFormat", "CallFormat", "HarmonyFormat",
     "JsonCallsFormat", "Strictness", "ToolChoiceMode", "STRICTNESS_LEVELS", "DEFAULT_TOOL_MAX_WHITESPACE",
-    "MarkedText", "CallPolicy", "MAX_ARGUMENT_DEPTH", "MAX_TOOL_SCHEMA_DEPTH",
+    "MarkedText", "CallPolicy", "MAX_ARGUMENT_DEPTH", "MAX_TOOL_SCHEMA_DEPTH", "ToolStream", "ToolStreamDelta",
+    "MarkedDecoder",
 ]
 
 
@@ -129,6 +132,11 @@ class ToolReader:
         if isinstance(token_ids, (str, bytes)):
             raise ValueError("token_ids must be a sequence of ints")
         return self.format.read_marked(MarkedText.from_ids(token_ids, vocabulary), self.request, self.policy)
+
+    def stream(self, vocabulary: Vocabulary) -> ToolStream:
+        """A streaming reader for one output of this request (:mod:`.stream`): fed the pieces
+        :class:`MarkedDecoder` makes of the ids, it gives the calls and content ``read_ids`` gives."""
+        return self.format.new_stream(self.request, self.policy, vocabulary)
 
 
 def get_tool_reader(format: str, tools: Sequence[Mapping[str, Any]] | None,

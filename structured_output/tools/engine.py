@@ -32,18 +32,20 @@ from __future__ import annotations
 
 import re
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from thinkgate.reasoning.vocabulary import Vocabulary
 
 from ..constraints import Constraint
 from .args import ArgsSyntax, NoMatch, XmlArgs
+from .call_stream import CallFormatStream
 from .marked import MarkedText
 from .policy import CallPolicy
 from .request import ToolRequest, ToolSpec
 from .results import ToolCall, ToolCallsResult
+from .stream import HeldStream, ToolStream
 from .syntax import Fmt, LiteralText, any_tokens, const, opt, or_, regex, seq, structural_tag, tag
 
 __all__ = ["ToolFormat", "CallFormat", "DEFAULT_TOOL_MAX_WHITESPACE", "LEAD_WHITESPACE", "join_content"]
@@ -104,6 +106,18 @@ class ToolFormat(ABC):
         :class:`~.policy.CallPolicy`) accepts them; everything else is content. Never raises on model
         output."""
 
+    def new_stream(self, request: ToolRequest, policy: CallPolicy, vocabulary: Vocabulary) -> ToolStream:
+        """The streaming reader of one request (see :mod:`.stream` for its contract): the same calls and
+        content as :meth:`read_marked` on the same ids, for every chunking. This default holds the whole
+        output and reads it at the end; a format whose calls can be decided one by one overrides it."""
+        return HeldStream(self, request, policy, vocabulary)
+
+    @property
+    def required_markers(self) -> tuple[str, ...]:
+        """The markers a model's vocabulary must have as control tokens for this format to be read as
+        the model writes it (the front end's ``Parser`` checks them at construction)."""
+        return self.markers
+
     # -- shared helpers
     def _lit(self, vocabulary: Vocabulary | None) -> LiteralText:
         if vocabulary is None:
@@ -141,6 +155,8 @@ class CallFormat(ToolFormat):
     index_pattern: str = "[0-9]{1,4}"
     text_trigger: str | None = None
     """For a syntax without markers (llama3 JSON): the text that starts a call in free text."""
+    call_ids: Callable[[str, int], str] | None = None
+    """The family's own call-id scheme (``call_ids.py``), given the call's text and index; None: the default."""
     _trigger: str = field(init=False, default="")
     _trigger_is_token: bool = field(init=False, default=True)
     _lead_text: str = field(init=False, default="")
@@ -251,6 +267,18 @@ class CallFormat(ToolFormat):
 
     # -- reader ----------------------------------------------------------------------------------
     @property
+    def required_markers(self) -> tuple[str, ...]:
+        syntax = self.call_begin + self.call_end + "".join(self.section or ()) + repr(self.args)
+        return tuple(m for m in self.markers if m in syntax)
+
+    def with_id(self, call: ToolCall, call_text: str, index: int) -> ToolCall:
+        """``call`` with the family's own id (:attr:`call_ids`), if it has one."""
+        return call if self.call_ids is None else replace(call, id=self.call_ids(call_text, index))
+
+    def new_stream(self, request: ToolRequest, policy: CallPolicy, vocabulary: Vocabulary) -> ToolStream:
+        return CallFormatStream(self, request, policy, vocabulary)
+
+    @property
     def _reader_lit(self) -> LiteralText:
         return LiteralText(self.markers)
 
@@ -338,7 +366,7 @@ class CallFormat(ToolFormat):
             refused: list[str] = []
             for call, cs, ce in block:
                 if policy.accepts(call.name, call.arguments, len(calls) + len(kept)):
-                    kept.append(call)
+                    kept.append(self.with_id(call, text[cs:ce], len(calls) + len(kept)))
                 else:
                     refused.append(text[cs:ce])
             if not kept:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import threading
 
 from .args import GemmaArgs, JsonArgs, XmlArgs
+from .call_ids import WrittenCallId, mistral_call_id
 from .dsml import DsmlArgs
 from .engine import CallFormat, ToolFormat
 from .harmony import HarmonyFormat
@@ -92,7 +93,7 @@ register_tool_format(CallFormat(
     name="mistral", aliases=("magistral",),
     description="Mistral v11+ / Magistral: [TOOL_CALLS]NAME[ARGS]{...}",
     markers=("[TOOL_CALLS]", "[ARGS]", "[CALL_ID]", "[THINK]", "[/THINK]", "[INST]", "[/INST]"),
-    call_begin="[TOOL_CALLS]{name}[ARGS]", args=JsonArgs(), call_end=""))
+    call_begin="[TOOL_CALLS]{name}[ARGS]", args=JsonArgs(), call_end="", call_ids=mistral_call_id))
 
 _DS_MARKERS = ("<｜tool▁calls▁begin｜>", "<｜tool▁calls▁end｜>", "<｜tool▁call▁begin｜>", "<｜tool▁call▁end｜>",
                "<｜tool▁sep｜>", *_THINK)
@@ -131,7 +132,7 @@ register_tool_format(CallFormat(
              "<|tool_call_argument_begin|>", "<|tool_call_end|>", *_THINK),
     section=("<|tool_calls_section_begin|>", "<|tool_calls_section_end|>"),
     call_begin="<|tool_call_begin|>functions.{name}:{index}<|tool_call_argument_begin|>", args=JsonArgs(),
-    call_end="<|tool_call_end|>"))
+    call_end="<|tool_call_end|>", call_ids=WrittenCallId("<|tool_call_begin|>", "<|tool_call_argument_begin|>")))
 
 register_tool_format(CallFormat(
     name="glm47", aliases=("glm4_7", "glm5"),

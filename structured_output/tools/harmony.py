@@ -12,10 +12,12 @@ from thinkgate.reasoning.vocabulary import Vocabulary
 
 from .args import JsonArgs
 from .engine import DEFAULT_TOOL_MAX_WHITESPACE, ToolFormat, join_content
+from .harmony_stream import HarmonyStream
 from .marked import MarkedText, json_depth_ok
 from .policy import CallPolicy
 from .request import ToolRequest, ToolSpec
 from .results import ToolCall, ToolCallsResult
+from .stream import ToolStream
 from .syntax import Fmt, LiteralText, any_tokens, const, opt, or_, seq, star, structural_tag
 
 __all__ = ["HarmonyFormat"]
@@ -124,6 +126,9 @@ class HarmonyFormat(ToolFormat):
                 content.append(body)  # the answer, or a preamble shown to the user
             pos = body_end + len(marker)
         return ToolCallsResult(join_content(["\n".join(content)]), tuple(calls))
+
+    def new_stream(self, request: ToolRequest, policy: CallPolicy, vocabulary: Vocabulary) -> ToolStream:
+        return HarmonyStream(self, request, policy, vocabulary)
 
     @staticmethod
     def _is_call(src: MarkedText, start: int, end: int, name: str, policy: CallPolicy, taken: int) -> bool:

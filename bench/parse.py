@@ -1,0 +1,175 @@
+"""``python -m bench parse``: the front-end Parser's per-delta cost vs output length, per tool format.
+
+For each format (its model's reasoning parser and vocabulary, :data:`CASES`) and each output length N
+(default 1,000, 10,000 and 100,000 tokens, in the same run), a request view is opened and fed an output
+of N tokens: the family's thinking, then content, then the tail: a sentence, one call to ``get_weather``
+in the format's own syntax, and a closing sentence (none after harmony's call, which ends the turn). Everything before the last ``--window`` tokens is fed
+in deltas of 512 tokens (untimed: it only builds the state); the last ``--window`` tokens, content then
+the call, are fed **one token per delta** through ``parse_delta`` and each delta is timed. The table shows
+the median / p90 / mean per-delta time over those deltas (all ``--repeat`` runs pooled) and ``ratio``: the
+median at N over the median at the smallest N. A cost that grew with the output so far would give a ratio
+near N_max / N_min (100 with the defaults); a per-delta cost that grows with the delta only gives a ratio
+near 1. Every run checks that the call was read (the timed path is the real one).
+
+The ``json`` format's output is a JSON array of calls (no content beside it): its N tokens are calls.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from typing import Any
+
+from bench.harness import int_list
+
+DESCRIPTION = "front-end Parser: per-delta cost (parse_delta) at 1k / 10k / 100k output tokens, per tool format"
+
+_ARGS = '{"location": "Paris"}'
+_QWEN = ("<|im_start|>user\nWeather?<|im_end|>\n<|im_start|>assistant\n<think>\n",
+         "The user wants the weather; I should call a tool.\n</think>\n\n")
+_DS = ("<｜User｜>Weather?<｜Assistant｜><think>", "The user wants the weather; I should call a tool.</think>")
+_QWEN_XML = "<tool_call>\n<function=get_weather>\n<parameter=location>\nParis\n</parameter>\n</function>\n</tool_call>"
+_DSML_INVOKE = ('<｜DSML｜invoke name="get_weather">\n<｜DSML｜parameter name="location" string="true">Paris'
+                '</｜DSML｜parameter>\n</｜DSML｜invoke>\n')
+
+# format -> (reasoning parser, prompt, thinking, the call as the model writes it)
+CASES: dict[str, tuple[str | None, str, str, str]] = {
+    "hermes": ("qwen3", *_QWEN, f'<tool_call>\n{{"name": "get_weather", "arguments": {_ARGS}}}\n</tool_call>'),
+    "qwen3_coder": ("qwen3", *_QWEN, _QWEN_XML),
+    "qwen3_5": ("qwen3", *_QWEN, _QWEN_XML),
+    "qwen3_6": ("qwen3", *_QWEN, _QWEN_XML),
+    "llama3_json": (None, "<|start_header_id|>assistant<|end_header_id|>\n\n", "",
+                    f'{{"name": "get_weather", "parameters": {_ARGS}}}'),
+    "mistral": ("mistral", "[INST]Weather?[/INST]", "[THINK]I should call a tool.[/THINK]",
+                f"[TOOL_CALLS]get_weather[ARGS]{_ARGS}"),
+    "deepseek_v3": ("deepseek_v3", *_DS, "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>get_weather\n"
+                    f"```json\n{_ARGS}\n```<｜tool▁call▁end｜><｜tool▁calls▁end｜>"),
+    "deepseek_v31": ("deepseek_v3", *_DS, "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>get_weather<｜tool▁sep｜>"
+                     f"{_ARGS}<｜tool▁call▁end｜><｜tool▁calls▁end｜>"),
+    "deepseek_v32": ("deepseek_v4", *_DS, f"<｜DSML｜function_calls>\n{_DSML_INVOKE}</｜DSML｜function_calls>"),
+    "deepseek_v4": ("deepseek_v4", *_DS, f"<｜DSML｜tool_calls>\n{_DSML_INVOKE}</｜DSML｜tool_calls>"),
+    "kimi_k2": ("kimi_k2", "<|im_user|>user<|im_middle|>Weather?<|im_end|><|im_assistant|>assistant<|im_middle|>",
+                "<think>I should call a tool.</think>",
+                "<|tool_calls_section_begin|><|tool_call_begin|>functions.get_weather:0<|tool_call_argument_begin|>"
+                f"{_ARGS}<|tool_call_end|><|tool_calls_section_end|>"),
+    "glm47": ("glm47", "[gMASK]<sop><|user|>\nWeather?<|assistant|>", "<think>I should call a tool.</think>",
+              "<tool_call>get_weather<arg_key>location</arg_key><arg_value>Paris</arg_value></tool_call>"),
+    "glm45": ("glm45", "[gMASK]<sop><|user|>\nWeather?<|assistant|>", "<think>I should call a tool.</think>\n",
+              "<tool_call>get_weather\n<arg_key>location</arg_key>\n<arg_value>Paris</arg_value>\n</tool_call>"),
+    "minimax_m2": ("minimax_m2", "]~b]user\nWeather?[e~[\n]~b]ai\n", "<think>\nI should call a tool.\n</think>\n\n",
+                   '<minimax:tool_call>\n<invoke name="get_weather">\n<parameter name="location">Paris</parameter>\n'
+                   "</invoke>\n</minimax:tool_call>"),
+    "gemma4": ("gemma4", "<|turn>user\nWeather?<turn|>\n<|turn>model\n",
+               "<|channel>thought\nI should call a tool.<channel|>",
+               '<|tool_call>call:get_weather{location:<|"|>Paris<|"|>}<tool_call|>'),
+    "openai": ("openai_gptoss", "<|start|>user<|message|>Weather?<|end|><|start|>assistant",
+               "<|channel|>analysis<|message|>I should call a tool.<|end|><|start|>assistant<|channel|>commentary"
+               "<|message|>",
+               f"<|end|><|start|>assistant<|channel|>commentary to=functions.get_weather <|constrain|>json"
+               f"<|message|>{_ARGS}<|call|>"),
+    "json": ("qwen3", *_QWEN, f'{{"name": "get_weather", "parameters": {_ARGS}}}'),
+}
+KWARGS: dict[str, dict[str, Any]] = {"gemma4": {"enable_thinking": True}}
+
+CONTENT = ("The forecast for Paris is mild: 18 °C, light wind <3 m/s>, humidity {62%} [stable]. "
+           "Côte d'Azur: 24 °C, ciel dégagé. 北京：晴，温度适中。 ")
+TOOL = {"type": "function", "function": {
+    "name": "get_weather", "description": "Current weather for a city.",
+    "parameters": {"type": "object", "properties": {"location": {"type": "string"}}, "required": ["location"]}}}
+
+
+def _formats(text: str) -> list[str]:
+    names = [x.strip() for x in text.split(",") if x.strip()]
+    bad = [n for n in names if n not in CASES]
+    if bad or not names:
+        raise argparse.ArgumentTypeError(f"unknown formats {bad or text!r}; known: {', '.join(CASES)}")
+    return names
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--formats", type=_formats, default=list(CASES),
+                   help=f"comma-separated tool formats (default all: {', '.join(CASES)})")
+    p.add_argument("--sizes", type=int_list, default=[1000, 10000, 100000],
+                   help="output lengths in tokens (default 1000,10000,100000)")
+    p.add_argument("--window", type=int, default=200,
+                   help="the last WINDOW tokens (content, then the call) are fed one per delta and timed (default 200)")
+    p.add_argument("--repeat", type=int, default=3, help="runs per format and size, pooled (default 3)")
+    p.add_argument("--out", default=None, help="JSON-lines file for the rows (default bench-results/parse.jsonl)")
+
+
+def _output(fmt: str, vocab: Any, n: int, window: int) -> tuple[list[int], int]:
+    """The output ids of ``n`` tokens (at least the tail), and how many tokens come before the timed ones."""
+    reasoning, _, thinking, call = CASES[fmt]
+    head = vocab.encode(thinking) if thinking else []
+    if fmt == "json":
+        one = vocab.encode(call)
+        sep = vocab.encode(", ")
+        k = max(1, (n - 2) // (len(one) + len(sep)))
+        ids = vocab.encode("[") + (one + sep) * (k - 1) + one + vocab.encode("]")
+        ids = head + ids
+        return ids, max(0, len(ids) - window)
+    after = "" if fmt == "openai" else " Done."  # harmony's call ends with <|call|>, a stop token: the turn ends
+    tail = vocab.encode("Let me check the weather. ") + vocab.encode(call) + (vocab.encode(after) if after else [])
+    unit = vocab.encode(CONTENT)
+    fill = max(0, n - len(head) - len(tail))
+    ids = head + (unit * (fill // len(unit) + 1))[:fill] + tail
+    return ids, max(0, len(ids) - window)
+
+
+def run_format(fmt: str, sizes: list[int], window: int, repeat: int) -> list[dict[str, Any]]:
+    from bench.harness import progress, summarize
+    from bench.vocabs import FORMAT_VOCABULARY, format_vocabulary
+    from thinkgate.structured_output import Parser
+
+    reasoning, prompt_text, _, _ = CASES[fmt]
+    vocab = format_vocabulary(fmt)
+    parser = Parser(vocab, reasoning, fmt)
+    prompt = vocab.encode(prompt_text)
+    choice = "required" if fmt == "json" else "auto"
+    clock = time.perf_counter_ns
+    outputs = {n: _output(fmt, vocab, n, window) for n in sizes}
+    samples: dict[int, list[float]] = {n: [] for n in sizes}
+    for rep in range(repeat):  # the sizes interleaved, so that a change of load touches them alike
+        for n in sizes:
+            ids, timed_from = outputs[n]
+            if rep == 0:
+                progress(f"{fmt}: {len(ids)} output tokens, the last {len(ids) - timed_from} timed")
+            req = parser.request(tools=[TOOL], tool_choice=choice, prompt_token_ids=prompt,
+                                 chat_template_kwargs=KWARGS.get(fmt))
+            for a in range(0, timed_from, 512):
+                req.parse_delta(ids[a:min(a + 512, timed_from)])
+            names: list[str] = []
+            for t in ids[timed_from:]:
+                t0 = clock()
+                d = req.parse_delta([t])
+                samples[n].append((clock() - t0) / 1e3)
+                if d:
+                    names += [c["function"]["name"] for c in d.get("tool_calls", ())]
+            end = req.finish()
+            if end.delta:
+                names += [c["function"]["name"] for c in end.delta.get("tool_calls", ())]
+            if "get_weather" not in names:
+                raise RuntimeError(f"{fmt}: the call was not read at {n} tokens (the timed path is not the real one)")
+    rows: list[dict[str, Any]] = []
+    for n in sizes:
+        s = summarize(samples[n])
+        rows.append({"format": fmt, "reasoning": reasoning or "-", "vocab": FORMAT_VOCABULARY[fmt],
+                     "output_tokens": len(outputs[n][0]), "timed_deltas": len(samples[n]),
+                     "delta_median_us": s.median_us, "delta_p90_us": s.p90_us, "delta_mean_us": s.mean_us})
+    base = min(rows, key=lambda r: r["output_tokens"])
+    for r in rows:
+        r["ratio_vs_smallest"] = r["delta_median_us"] / base["delta_median_us"]
+    return rows
+
+
+def main(args: argparse.Namespace) -> int:
+    from bench.harness import print_table, progress, write_rows
+
+    rows: list[dict[str, Any]] = []
+    for fmt in args.formats:
+        rows += run_format(fmt, sorted(args.sizes), max(1, args.window), max(1, args.repeat))
+    print_table(rows, ["format", "reasoning", "vocab", "output_tokens", "delta_median_us", "delta_p90_us",
+                       "delta_mean_us", "ratio_vs_smallest"])
+    path = write_rows("parse", rows, args.out)
+    progress(f"rows appended to {path}")
+    return 0
