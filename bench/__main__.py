@@ -22,6 +22,7 @@ SUBBENCHMARKS: dict[str, tuple[str, str]] = {
     "jsonws": ("bench.jsonws", "JSON whitespace bound: compile, memory and fill vs xgrammar's defaults on real schemas"),
     "hostile": ("bench.hostile", "add_request cost and a trivial schema's time-to-ready while hostile compiles run"),
     "vllm": ("bench.vllm", "thinkgate's manager vs vLLM 0.34's StructuredOutputManager, per step, same requests"),
+    "vllm_cpu": ("bench.vllm_cpu_apply", "vLLM's CPU-worker bitmask apply: its torch path vs thinkgate's C kernel (needs vLLM)"),
 }
 DEFAULT = "loop"
 

@@ -68,3 +68,16 @@ def test_general_plugin_is_opt_in():
                              cwd="/")
         assert out.returncode == 0, out.stderr[-3000:]
         assert out.stdout.strip().splitlines()[-1] == want, (flag, out.stdout, out.stderr[-2000:])
+
+
+def test_bench_vllm_cpu_runs_tiny(tmp_path):
+    """``python -m bench vllm_cpu`` (the CPU-worker apply, vLLM's path vs the patch) runs once, tiny."""
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    out = tmp_path / "rows.jsonl"
+    res = subprocess.run([sys.executable, "-m", "bench", "vllm_cpu", "--batches", "2", "--vocabs", "32001",
+                          "--repeat", "1", "--rounds", "1", "--out", str(out)],
+                         capture_output=True, text=True, timeout=300, cwd=root)
+    assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
+    assert "vllm_over_tg" in res.stdout and out.read_text().count('"same": true') == 1
