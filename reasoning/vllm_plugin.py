@@ -76,7 +76,7 @@ if TYPE_CHECKING:
     from vllm.entrypoints.openai.chat_completion.protocol import ChatCompletionRequest
     from vllm.entrypoints.openai.responses.protocol import ResponsesRequest
 
-__all__ = ["PREFIX", "ThinkgateVllmReasoningParser", "register_vllm_reasoning_parsers", "vllm_name"]
+__all__ = ["PREFIX", "ThinkgateVllmReasoningParser", "register_vllm_reasoning_parsers", "vllm_name", "vocabulary_of"]
 
 PREFIX = "thinkgate_"
 
@@ -90,10 +90,32 @@ def vllm_name(family: str) -> str:
     return PREFIX + family
 
 
+_MISTRAL: weakref.WeakKeyDictionary[Any, Vocabulary] = weakref.WeakKeyDictionary()
+
+
+def vocabulary_of(tokenizer: Any, logits_width: int | None = None) -> Vocabulary:
+    """The thinkgate vocabulary of a vLLM tokenizer. vLLM's ``MistralTokenizer`` over a tekken file is
+    read from that file (its ``get_vocab`` pieces lose the bytes of partial UTF-8 tokens); any other
+    is read as a Hugging Face tokenizer. Without ``logits_width`` the result is cached per tokenizer."""
+    from vllm.utils.mistral import is_mistral_tokenizer
+
+    if is_mistral_tokenizer(tokenizer) and tokenizer.is_tekken:
+        if logits_width is not None:
+            return Vocabulary.from_tekken(tokenizer.tokenizer.file_path, logits_width=logits_width, name="mistral")
+        with _PARSERS_LOCK:
+            v = _MISTRAL.get(tokenizer)
+            if v is None:
+                v = _MISTRAL[tokenizer] = Vocabulary.from_tekken(tokenizer.tokenizer.file_path, name="mistral")
+            return v
+    if logits_width is not None:
+        return Vocabulary.from_hf_tokenizer(tokenizer, logits_width=logits_width, name="vllm")
+    return Vocabulary.coerce(tokenizer)
+
+
 def _shared_parser(family: str, tokenizer: Any) -> ReasoningParser:
     """The family's parser for this tokenizer's vocabulary, built once per model (construction checks
     the markers: ``ValueError`` naming the parser and the missing marker)."""
-    vocab = Vocabulary.coerce(tokenizer)
+    vocab = vocabulary_of(tokenizer)
     with _PARSERS_LOCK:
         per_vocab = _PARSERS.setdefault(vocab, {})
         parser = per_vocab.get(family)

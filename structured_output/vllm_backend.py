@@ -36,6 +36,7 @@ import torch
 from vllm.v1.structured_output.backend_types import (StructuredOutputBackend, StructuredOutputGrammar,
                                                      StructuredOutputOptions)
 
+from thinkgate.reasoning.vllm_plugin import vocabulary_of
 from thinkgate.reasoning.vocabulary import Vocabulary
 from thinkgate.structured_output.compiler import CompiledConstraint, Compiler
 from thinkgate.structured_output.constraints import Constraint
@@ -140,8 +141,7 @@ class ThinkgateBackend(StructuredOutputBackend):
     """vLLM's per-engine backend over thinkgate's compiler (see the module docstring)."""
 
     def __post_init__(self) -> None:
-        self.vocabulary = Vocabulary.from_hf_tokenizer(self.tokenizer, logits_width=self.vocab_size,
-                                                       name="vllm")
+        self.vocabulary = vocabulary_of(self.tokenizer, logits_width=self.vocab_size)
         cfg = self.vllm_config.structured_outputs_config
         self.disable_any_whitespace = bool(cfg.disable_any_whitespace)
         self.compiler = Compiler(self.vocabulary)

@@ -86,3 +86,24 @@ def test_thinkgate_without_vllm_never_imports_the_plugin():
     out = subprocess.run([sys.executable, "-I", "-c", code], capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-3000:]
     assert out.stdout.split()[-1] == "False"
+
+
+def test_vllms_mistral_tokenizer_is_read_from_its_tekken_file(tmp_path):
+    """vLLM serves Mistral models with its ``MistralTokenizer`` (mistral-common); its ``get_vocab``
+    pieces lose the bytes of partial UTF-8 tokens (1,437 ids of tekken_240911), so the plugin reads the
+    tekken file itself: the same bytes for every id as thinkgate's ``tekken`` vocabulary. That file
+    predates ``[THINK]``: ``thinkgate_mistral`` then fails naming it."""
+    import shutil
+
+    import mistral_common
+    from vllm.tokenizers.mistral import MistralTokenizer
+
+    from thinkgate.reasoning import load_vocabulary
+
+    shutil.copy(Path(mistral_common.__file__).parent / "data" / "tekken_240911.json", tmp_path / "tekken.json")
+    tok = MistralTokenizer.from_pretrained(str(tmp_path))
+    v = plugin.vocabulary_of(tok)
+    assert v is plugin.vocabulary_of(tok)  # once per tokenizer
+    assert v.token_bytes == load_vocabulary("tekken").token_bytes
+    with pytest.raises(ValueError, match=r"mistral.*\[THINK\]"):
+        plugin.REGISTERED["thinkgate_mistral"](tok)
