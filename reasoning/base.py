@@ -341,8 +341,10 @@ class ReasoningParser(ABC):
 
     # -- front end: text -------------------------------------------------------------------------
     @abstractmethod
-    def extract_reasoning(self, text: str) -> tuple[str | None, str | None]:
-        """Split a whole generated text into (reasoning, content); None for an empty part."""
+    def extract_reasoning(self, text: str, prompt_token_ids: Sequence[int] = (),
+                          chat_template_kwargs: Mapping[str, Any] | None = None) -> tuple[str | None, str | None]:
+        """Split a whole generated text into (reasoning, content); None for an empty part. The state
+        before the text comes from the prompt and kwargs, as for a tracker."""
 
     @abstractmethod
     def new_stream(self, prompt_token_ids: Sequence[int] = (),

@@ -1,0 +1,200 @@
+"""thinkgate's compiler as vLLM 0.34's structured-output backend (what the general plugin installs).
+
+vLLM has no registry for structured-output backends: its ``StructuredOutputManager.grammar_init``
+builds ``XgrammarBackend`` by the name it imported into ``vllm.v1.structured_output``. :func:`install`
+rebinds that name to :class:`ThinkgateBackend`, so requests that vLLM resolves to ``xgrammar`` (the
+default) compile with thinkgate's :class:`~.compiler.Compiler`; vLLM's own front-end validation of
+those requests is unchanged. ``thinkgate.vllm_general_plugin`` calls it (opt-in); nothing else
+imports this module, which is the only one of ``thinkgate.structured_output`` that imports vLLM.
+
+Per engine (vLLM builds one backend, on the first structured request): a thinkgate ``Vocabulary``
+read from vLLM's tokenizer with vLLM's vocabulary size as the logits width, and a ``Compiler`` (its
+zygote and worker processes, its bounded cache keyed by the canonical constraint). Per request: a
+``ThinkgateGrammar`` over the matcher the manager would use (``schema_support.new_matcher``): the
+whitespace bound beside the grammar and, for schema keywords the grammar cannot enforce, the check
+of the finished output.
+
+What a request gets from thinkgate under vLLM: control tokens (chat markers, think tags, tool
+markers) never inside JSON strings, regex or free text; JSON whitespace bounded per gap
+(``max_whitespace``, 16; vLLM's ``disable_any_whitespace`` gives ``json.dumps``'s layout); the JSON
+Schema keywords xgrammar drops either enforced or checked on the finished output (a violation makes
+``accept_tokens`` refuse the stop token, so vLLM ends the request); compiles in worker processes with
+a deadline that really stops them; one compile per distinct constraint. Structural tags (what
+vLLM's tool parsers send) and Lark grammars stay with vLLM's own xgrammar backend, built beside it on
+first need (:func:`handled_by_xgrammar`).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import threading
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from vllm.v1.structured_output.backend_types import (StructuredOutputBackend, StructuredOutputGrammar,
+                                                     StructuredOutputOptions)
+
+from thinkgate.reasoning.vllm_plugin import vocabulary_of
+from thinkgate.reasoning.vocabulary import Vocabulary
+from thinkgate.structured_output.compiler import CompiledConstraint, Compiler
+from thinkgate.structured_output.constraints import Constraint
+from thinkgate.structured_output.schema_support import new_matcher, output_problem
+
+__all__ = ["ThinkgateBackend", "ThinkgateGrammar", "constraint_of", "handled_by_xgrammar", "install", "uninstall",
+           "installed"]
+
+_LOCK = threading.Lock()
+_ORIGINAL: dict[str, Any] = {}
+
+
+def constraint_of(request_type: StructuredOutputOptions, spec: str, *, disable_any_whitespace: bool) -> Constraint:
+    """vLLM's (request type, spec) as a thinkgate constraint; ``ValueError`` for what it cannot take."""
+    ws = {"any_whitespace": False} if disable_any_whitespace else {}
+    if request_type == StructuredOutputOptions.JSON:
+        return Constraint.json_schema(spec, **ws)
+    if request_type == StructuredOutputOptions.JSON_OBJECT:
+        return Constraint.json_object(**ws)
+    if request_type == StructuredOutputOptions.REGEX:
+        return Constraint.regex(spec)
+    if request_type == StructuredOutputOptions.CHOICE:
+        return Constraint.choice(json.loads(spec))
+    if request_type == StructuredOutputOptions.GRAMMAR:
+        return Constraint.grammar(spec)
+    raise ValueError(f"unsupported structured output type {request_type!s}")
+
+
+def handled_by_xgrammar(request_type: StructuredOutputOptions, spec: str) -> bool:
+    """Requests thinkgate leaves to vLLM's own xgrammar backend: structural tags (vLLM's tool parsers
+    write control tokens such as ``<tool_call>`` as literal text in them, which thinkgate's compiler
+    refuses: it names tokens by format) and Lark grammars."""
+    if request_type == StructuredOutputOptions.STRUCTURAL_TAG:
+        return True
+    return request_type == StructuredOutputOptions.GRAMMAR and "::=" not in spec
+
+
+@dataclass
+class ThinkgateGrammar(StructuredOutputGrammar):
+    """One request's matcher under vLLM's ``StructuredOutputGrammar`` contract."""
+
+    matcher: Any
+    compiled: CompiledConstraint
+    vocabulary: Vocabulary
+    stop_ids: frozenset[int]
+    problem: str | None = field(default=None, init=False)
+    """Why the finished output was refused (a schema keyword checked on the output), or None."""
+
+    def accept_tokens(self, request_id: str, tokens: list[int]) -> bool:
+        """Advance over ``tokens`` (those after termination are ignored); False, with nothing
+        advanced, when the grammar rejects one or the finished output breaks the schema."""
+        m = self.matcher
+        if m.is_terminated():
+            return True
+        done = 0
+        for t in tokens:
+            if not m.accept_token(t):
+                break
+            done += 1
+            if m.is_terminated():
+                self.problem = output_problem(m, self.vocabulary, self.stop_ids)
+                if self.problem is not None:
+                    break
+                return True
+        else:
+            return True
+        if done:
+            m.rollback(done)
+        return False
+
+    def validate_tokens(self, tokens: list[int]) -> list[int]:
+        m = self.matcher
+        if m.is_terminated():
+            return []
+        ok: list[int] = []
+        for t in tokens:
+            if not m.accept_token(t):
+                break
+            ok.append(t)
+            if m.is_terminated():
+                break
+        if ok:
+            m.rollback(len(ok))
+        return ok
+
+    def rollback(self, num_tokens: int) -> None:
+        if num_tokens > 0:
+            self.matcher.rollback(num_tokens)
+
+    def fill_bitmask(self, bitmask: torch.Tensor, batch_index: int) -> None:
+        self.matcher.fill_next_token_bitmask(bitmask, batch_index)
+
+    def is_terminated(self) -> bool:
+        return self.matcher.is_terminated()
+
+    def reset(self) -> None:
+        self.matcher.reset()
+
+
+@dataclass
+class ThinkgateBackend(StructuredOutputBackend):
+    """vLLM's per-engine backend over thinkgate's compiler (see the module docstring)."""
+
+    def __post_init__(self) -> None:
+        self.vocabulary = vocabulary_of(self.tokenizer, logits_width=self.vocab_size)
+        cfg = self.vllm_config.structured_outputs_config
+        self.disable_any_whitespace = bool(cfg.disable_any_whitespace)
+        self.compiler = Compiler(self.vocabulary)
+        self._xgrammar: StructuredOutputBackend | None = None  # vLLM's own, built on first need
+        self._xgrammar_lock = threading.Lock()
+
+    def compile_grammar(self, request_type: StructuredOutputOptions, grammar_spec: str,
+                        stop_token_ids: set[int] | None = None) -> StructuredOutputGrammar:
+        if handled_by_xgrammar(request_type, grammar_spec):
+            with self._xgrammar_lock:
+                if self._xgrammar is None:
+                    self._xgrammar = _ORIGINAL.get("XgrammarBackend", _vllm_xgrammar())(
+                        self.vllm_config, tokenizer=self.tokenizer, vocab_size=self.vocab_size)
+            return self._xgrammar.compile_grammar(request_type, grammar_spec, stop_token_ids)
+        constraint = constraint_of(request_type, grammar_spec, disable_any_whitespace=self.disable_any_whitespace)
+        compiled = self.compiler.compile(constraint)
+        return ThinkgateGrammar(new_matcher(compiled), compiled, self.vocabulary,
+                                frozenset(self.vocabulary.stop_token_ids))
+
+    def allocate_token_bitmask(self, max_num_seqs: int) -> torch.Tensor:
+        return torch.full((max_num_seqs, math.ceil(self.vocab_size / 32)), -1, dtype=torch.int32)
+
+    def destroy(self) -> None:
+        self.compiler.close()
+        if self._xgrammar is not None:
+            self._xgrammar.destroy()
+
+
+def _vllm_xgrammar() -> type[StructuredOutputBackend]:
+    from vllm.v1.structured_output.backend_xgrammar import XgrammarBackend
+
+    return XgrammarBackend
+
+
+def install() -> None:
+    """Make vLLM's ``xgrammar`` backend thinkgate's (idempotent; :func:`uninstall` undoes it)."""
+    import vllm.v1.structured_output as so
+
+    with _LOCK:
+        if so.XgrammarBackend is not ThinkgateBackend:
+            _ORIGINAL.setdefault("XgrammarBackend", so.XgrammarBackend)
+            so.XgrammarBackend = ThinkgateBackend
+
+
+def uninstall() -> None:
+    import vllm.v1.structured_output as so
+
+    with _LOCK:
+        if "XgrammarBackend" in _ORIGINAL:
+            so.XgrammarBackend = _ORIGINAL.pop("XgrammarBackend")
+
+
+def installed() -> bool:
+    import vllm.v1.structured_output as so
+
+    return so.XgrammarBackend is ThinkgateBackend
