@@ -8,7 +8,9 @@
   content plus calls account for the whole text, so a caller can show or log what the model wrote);
 - a tool whose arguments the constraint checks (``ToolSpec.enforce``: ``strict: true``, strictness
   ``"parameter"``, or a forced call of a tool that does not say ``strict: false``) has its arguments
-  validated against its JSON schema (``jsonschema``); arguments that violate it stay content.
+  validated against its JSON schema (``jsonschema``); arguments that violate it stay content;
+- arguments that write a top-level key twice stay content, whatever the tool (JSON leaves such an
+  object's meaning to the reader; the XML and DSML readers keep both in the text they read).
 """
 
 from __future__ import annotations
@@ -20,7 +22,25 @@ import jsonschema
 
 from .request import ToolRequest, ToolSpec
 
-__all__ = ["CallPolicy"]
+__all__ = ["CallPolicy", "duplicate_keys"]
+
+
+def duplicate_keys(arguments: str) -> list[str]:
+    """The top-level keys an arguments JSON object text writes more than once (none for text that is
+    not a JSON object)."""
+    try:
+        top = json.loads(arguments, object_pairs_hook=lambda items: items)
+    except (ValueError, RecursionError):
+        return []
+    if not isinstance(top, list):
+        return []
+    seen: set[str] = set()
+    dups: list[str] = []
+    for k, _ in top:
+        if k in seen and k not in dups:
+            dups.append(k)
+        seen.add(k)
+    return dups
 
 
 def _validator(schema: dict[str, Any]) -> Any:
@@ -54,7 +74,10 @@ class CallPolicy:
         return self.max_calls is not None and taken >= self.max_calls
 
     def arguments_ok(self, name: str, arguments: str) -> bool:
-        """Whether ``arguments`` (a JSON object text) pass the tool's schema, when it is checked."""
+        """Whether ``arguments`` (a JSON object text) write each top-level key once and pass the tool's
+        schema, when it is checked."""
+        if duplicate_keys(arguments):
+            return False
         if name not in self._validators:
             return True
         validator = self._validators[name]
