@@ -213,6 +213,8 @@ class Constraint:
         if covers_reasoning:
             opts["covers_reasoning"] = True
         if keys_check is not None:
+            from .tools.key_check import KeysCheck
+            KeysCheck(keys_check)  # ValueError now, on the caller's thread, for a malformed one
             opts["keys_check"] = keys_check
         return cls("structural_tag", _canonical_json(dict(tag)), _opts(**opts) if opts else ())
 

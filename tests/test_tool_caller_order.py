@@ -105,27 +105,50 @@ def test_a_valid_call_in_any_order_terminates():
     assert _finish_status(fam, c, _body("hermes", {"retries": 3, "method": "POST", "url": "u"})) == ("terminated", "")
 
 
-def test_nested_objects_keep_the_exact_grammar():
-    """Only the top level is relaxed: a nested object's keys in another order, or its required key left
-    out, are rejected at the token (its grammar is xgrammar's schema-order one)."""
-    fam = _fam("hermes")
-    c = build_tool_constraint([HTTP], "required", format="hermes")
+@pytest.mark.parametrize("renderer", ["hermes", "openai"])
+def test_json_arguments_take_nested_objects_in_the_callers_order_too(renderer: str):
+    """JSON arguments are the caller's dicts at every level: a nested object in another order is accepted
+    and read back as written; its required key left out, or a nested key twice, fails at the stop token."""
+    fam = _fam(renderer)
+    c = build_tool_constraint([HTTP], "required", format=fam.fmt)
+    args = {"url": "u", "method": "GET", "headers": {"b": "y", "a": "x"}}
+    text = _body(renderer, args)
+    finish(fam, c, fam.thinking + text)
+    got = get_tool_reader(fam.fmt, [HTTP], "required").read_ids(_reader_ids(fam, text), vocab(fam.vocab))
+    assert [list(json.loads(x.arguments)["headers"]) for x in got.calls] == [["b", "a"]]
+    status, msg = _finish_status(fam, c, _body(renderer, {"url": "u", "method": "GET", "headers": {"b": "y"}}))
+    assert status == "error" and "'a' is a required property" in msg and "headers" in msg, msg
+    twice = _body(renderer, {"url": "u", "method": "GET", "headers": {"a": "x", "a_": "z"}}).replace("a_", "a")
+    status, msg = _finish_status(fam, c, twice)
+    assert status == "error" and "'headers.a'" in msg and "more than once" in msg, msg
+
+
+def test_a_json_value_nested_in_an_xml_parameter_keeps_its_exact_grammar():
+    """XML parameters are relaxed at the top level only: a JSON object inside one keeps the schema's
+    order, rejected at the token that breaks it."""
+    fam = _fam("qwen3_6")
+    c = build_tool_constraint([HTTP], "required", format="qwen3_6")
     v = vocab(fam.vocab)
     for bad in ({"url": "u", "method": "GET", "headers": {"b": "y", "a": "x"}},
                 {"url": "u", "method": "GET", "headers": {"b": "y"}}):
-        text = fam.thinking + _body("hermes", bad)
+        text = fam.thinking + _body("qwen3_6", bad)
         ids = v.encode(text)
         k = run_stream(fam, c, ids)
         assert k is not None, bad
-        assert len(v.decode(ids[:k])) > text.index('"headers"'), "rejected before the nested object"
+        assert len(v.decode(ids[:k])) > text.index("<parameter=headers>"), "rejected before the nested object"
 
 
 def test_a_tool_of_one_property_keeps_its_exact_grammar_and_no_check():
     one = {"type": "function", "function": {"name": "ping", "parameters": {
         "type": "object", "properties": {"host": {"type": "string"}}, "required": ["host"]}}}
-    for fmt in ("hermes", "qwen3_6"):
+    for fmt in ("hermes", "qwen3_6", "deepseek_v4", "openai"):
         c = build_tool_constraint([one], "required", format=fmt)
-        assert c.schema_check is None
+        assert c.schema_check is None and '"any_order"' not in c.spec
+    fam = _fam("hermes")
+    c = build_tool_constraint([one], "required", format="hermes")
+    head = fam.thinking + '<tool_call>\n{"name": "ping", "arguments": {"host": "a"'
+    from support import assert_rejected_at
+    assert_rejected_at(fam, c, head, ', "host": "b"}}')
     c = build_tool_constraint([one, HTTP], "required", format="hermes")
     assert isinstance(c.schema_check, KeysCheck)
 
@@ -186,3 +209,12 @@ def test_a_spinning_request_fails_alone():
     finally:
         mgr.remove_request(bad_rid)
         mgr.remove_request(ok_rid)
+
+
+@pytest.mark.parametrize("spec", ["not json", '{"format": "nope", "checked": [], "tools": []}',
+                                  '{"format": "hermes", "checked": ["a"], "tools": [[1]]}', "[]"])
+def test_a_malformed_key_check_is_refused_when_the_constraint_is_made(spec: str):
+    from thinkgate.structured_output import Constraint
+    with pytest.raises(ValueError, match="invalid tool key check"):
+        Constraint.structural_tag({"type": "structural_tag", "format": {"type": "const_string", "value": "x"}},
+                                  keys_check=spec)

@@ -3,7 +3,8 @@
 Each syntax builds the structural-tag format of one tool's arguments and reads them back from the same
 definition, so the two cannot drift:
 
-- :class:`JsonArgs`: a JSON object (hermes, llama3, mistral, deepseek v3/v3.1, kimi, harmony);
+- :class:`JsonArgs`: a JSON object (hermes, llama3, mistral, deepseek v3/v3.1, kimi, harmony), its keys in
+  the caller's order (any order: ``key_check.py``);
 - :class:`XmlArgs`: one tag per parameter, raw text for strings and the template's spelling for the
   other values (``xml_values.py``) (qwen3_* ``<parameter=k>``, minimax ``<parameter name="k">``, DSML
   ``<｜DSML｜parameter ...>``, GLM ``<arg_key>k</arg_key><arg_value>v</arg_value>``);
@@ -109,9 +110,10 @@ class ArgsSyntax:
         raise NotImplementedError
 
     def any_order(self, tool: ToolSpec) -> bool:
-        """Whether :meth:`build` admits ``tool``'s top-level keys in any order, repetition included
-        (:func:`~.order.members_any_order`), so that its calls need the key check at the end of the
-        output (``key_check.py``). False unless a syntax says otherwise."""
+        """Whether :meth:`build` admits ``tool``'s keys in any order, repetition included (the top level
+        of XML parameters: :func:`~.order.members_any_order`; every object of JSON arguments: xgrammar's
+        ``any_order``), so that its calls need the key check at the end of the output
+        (``key_check.py``). False unless a syntax says otherwise."""
         return False
 
 
@@ -122,48 +124,39 @@ def _object_text(pairs: list[tuple[str, Any]]) -> str:
                            for k, v in pairs) + "}"
 
 
-_PLAIN_OBJECT_KEYS = frozenset({"type", "properties", "required", "additionalProperties", "description", "title",
-                                "$defs", "definitions", "$schema", "$id", "$comment", "examples", "default",
-                                "strict"})
-"""The keywords of a parameters schema whose object :class:`JsonArgs` builds itself in any key order;
-any other keyword at the top (``patternProperties``, ``minProperties``, ``allOf``...) keeps xgrammar's
-schema-order object."""
+def _has_object_of_keys(schema: Any, n: int = 2) -> bool:
+    """Whether some object of ``schema`` (at any depth) declares ``n`` or more properties: where an
+    order of keys can differ at all."""
+    stack = [schema]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, Mapping):
+            props = node.get("properties")
+            if isinstance(props, Mapping) and len(props) >= n:
+                return True
+            stack.extend(node.values())
+        elif isinstance(node, list):
+            stack.extend(node)
+    return False
 
 
 @dataclass(frozen=True)
 class JsonArgs(ArgsSyntax):
     """The arguments are one JSON object; the reader returns it as written.
 
-    ``caller_order``: the keys of an enforced tool with two or more declared properties (and no
-    keyword beyond :data:`_PLAIN_OBJECT_KEYS` at the top) come in any order, as the caller's dict held
-    them (``tojson`` keeps it), each value by its own schema; the key check (``key_check.py``) enforces
-    each key once and the required ones. Nested objects keep xgrammar's schema-order grammar. False:
-    the schema's order only (xgrammar's JSON schema grammar)."""
+    ``caller_order``: an enforced tool's objects take their keys in any order, at every level, as the
+    caller's dicts held them (``tojson`` keeps their order): xgrammar's ``any_order`` objects, whose
+    keys may repeat and whose required keys are not enforced; the key check (``key_check.py``) does
+    both at the end of the output. Only for a tool with an object of two or more properties somewhere
+    (else there is no other order, and the exact grammar stays). False: the schema's order only."""
 
     caller_order: bool = True
 
     def any_order(self, tool: ToolSpec) -> bool:
-        if not (self.caller_order and tool.enforce):
-            return False
-        s = tool.parameters
-        props = s.get("properties")
-        required = s.get("required", [])
-        return (isinstance(props, Mapping) and len(props) >= 2 and set(s) <= _PLAIN_OBJECT_KEYS
-                and s.get("type", "object") == "object" and s.get("additionalProperties", False) is False
-                and isinstance(required, list) and set(required) <= set(props))
+        return self.caller_order and tool.enforce and _has_object_of_keys(tool.parameters)
 
     def build(self, tool: ToolSpec, lit: LiteralText, max_whitespace: int | None) -> Fmt:
-        if not self.any_order(tool):
-            return json_fmt(tool.schema, max_whitespace=max_whitespace)
-        s = tool.parameters
-        defs = _defs_of(s)
-        ws = max_whitespace
-        gap = regex("[ \\n\\r\\t]*" if ws is None else "[ \\n\\r\\t]{0,%d}" % ws)  # JSON whitespace, as xgrammar's
-        required = set(s.get("required") or ())
-        members = [Member(k, seq(const(json.dumps(k, ensure_ascii=False)), gap, const(":"), gap,
-                                 json_fmt(_with_defs(sub, defs), max_whitespace=ws)), k in required)
-                   for k, sub in s["properties"].items()]
-        return seq(const("{"), gap, members_any_order(members, seq(gap, const(","), gap)), gap, const("}"))
+        return json_fmt(tool.schema, max_whitespace=max_whitespace, any_order=self.any_order(tool))
 
     def read(self, src: MarkedText, pos: int, tool: ToolSpec, lit: LiteralText) -> tuple[str, int]:
         text = src.text
@@ -185,7 +178,10 @@ class JsonArgs(ArgsSyntax):
 class XmlArgs(ArgsSyntax):
     """One element per parameter: ``param_begin`` (with ``{key}``, and ``{string}`` -> ``true`` /
     ``false`` for DSML), the value, ``param_end``. ``close`` is the closing tag inside ``param_end``
-    that a value never contains. Parameters follow the schema's order; required ones must appear.
+    that a value never contains. An enforced tool's parameters come in any order (``caller_order``,
+    two or more declared), a name possibly repeated and a required one possibly left out until the
+    key check at the end of the output (``key_check.py``); else (one parameter, ``caller_order=False``)
+    in the schema's order, required ones enforced by the grammar.
     A tool whose arguments are not enforced takes any parameter names with raw text values (DSML:
     raw or JSON as its ``string`` attribute says).
 

@@ -23,7 +23,6 @@ escaping). Hence:
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
