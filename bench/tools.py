@@ -6,6 +6,10 @@ past its 56 tools, renamed copies), a ``required`` request:
 - ``build_ms``: our builder (request normalisation + structural tag), pure Python;
 - ``cold_ms``: the compile on an empty cache (``Compiler.compile``: validation, then xgrammar's mask
   precomputation), median over ``--repeat`` cold compiles;
+- ``schema_cold_ms``: the same tools compiled cold with the format's keys in the schema's order only
+  (what the formats that keep the caller's order compiled before they took any order, see
+  ``tools/key_check.py``), alternated with ``cold_ms``; ``cold_x`` the median of the paired ratios
+  (absent where the two constraints are the same: Gemma 4, tools of one property);
 - ``cached_us``: the same constraint again (a cache hit: what every later request with these tools pays);
 - ``xgr_cold_ms``: xgrammar's own ``get_model_structural_tag`` for the same tools, compiled cold on
   the same vocabulary with xgrammar's usual TokenizerInfo (control tokens keep their text), where
@@ -30,7 +34,11 @@ the reverse of the schema's order, types cycling string / integer / number / boo
 ``--required half`` (every other one) or ``none``): ``cold_ms``, ``spec_kb``, and ``fill_us`` /
 ``fill_max_us`` while a call with every property is written in the schema's order, ``sorted_fill_us``
 / ``sorted_fill_max_us`` while it is written with sorted keys (as Gemma 4's template writes them;
-None where the grammar rejects that order). Formats with a renderer here: gemma4, hermes.
+None where the grammar rejects that order), ``caller_fill_us`` while it is written in a caller's order
+(the schema's rotated by one: from 3 properties neither the schema's order nor sorted); beside them the same with the schema's order only (``schema_cold_ms``,
+``cold_x`` the paired ratio, ``schema_spec_kb``, ``schema_fill_us``), and ``check_us`` the key check at
+the end of the output (``tools/key_check.py``, on the caller-order call). Formats with a renderer here:
+gemma4, hermes, qwen3_6.
 
 Each format uses its family vocabulary (``bench/vocabs.py``: real where an offline
 vocabulary has the markers, else the Qwen3.6 table plus the family's markers). Results are appended
@@ -137,12 +145,18 @@ def main(args: argparse.Namespace) -> int:
             c = build_tool_constraint(tools, "required", format=fmt)
             build_ms = (time.perf_counter() - t0) * 1e3
             assert c is not None
-            colds = []
-            for _ in range(max(1, args.repeat)):
+            base = schema_order_constraint(fmt, tools)
+            colds, base_colds = [], []
+            for _ in range(max(1, args.repeat)):  # alternated, so that load changes hit both alike
                 comp.clear_cache()
                 t0 = time.perf_counter()
                 compiled = comp.compile(c)
                 colds.append((time.perf_counter() - t0) * 1e3)
+                if base is not None and base.key != c.key:
+                    comp.clear_cache()
+                    t0 = time.perf_counter()
+                    comp.compile(base)
+                    base_colds.append((time.perf_counter() - t0) * 1e3)
             hits = []
             for _ in range(50):
                 t0 = time.perf_counter()
@@ -151,13 +165,17 @@ def main(args: argparse.Namespace) -> int:
             row = {"format": fmt, "tools": n, "vocab": vocab.name, "build_ms": build_ms,
                    "cold_ms": statistics.median(colds), "cached_us": statistics.median(hits),
                    "spec_kb": len(c.spec.encode()) / 1024}
+            if base_colds:
+                row["schema_cold_ms"] = statistics.median(base_colds)
+                row["cold_x"] = statistics.median(a / b for a, b in zip(colds, base_colds))
             if not args.no_fill:
                 row.update(_fill_times(fmt, vocab, compiled, tools[0]))
             if not args.no_xgrammar and fmt in XGRAMMAR_TAGS:
                 row["xgr_cold_ms"] = _xgrammar_cold(fmt, vocab, tools, xgr_compilers, args)
             progress(f"{fmt} x{n}: cold {row['cold_ms']:.0f} ms")
             rows.append(row)
-    cols = ["format", "tools", "build_ms", "cold_ms", "cached_us", "xgr_cold_ms", "fill_us", "fill_max_us", "spec_kb"]
+    cols = ["format", "tools", "build_ms", "cold_ms", "schema_cold_ms", "cold_x", "cached_us", "xgr_cold_ms",
+            "fill_us", "fill_max_us", "spec_kb"]
     print_table(rows, cols)
     path = write_rows("tools", rows, args.out)
     progress(f"results appended to {path}")
@@ -377,7 +395,37 @@ def _render_call(fmt: str, tool: dict) -> str | None:
 # --------------------------------------------------------------------------------------------------
 # --props: one tool of N properties, its keys written in the schema's order and sorted
 
-PROPS_FORMATS = ("gemma4", "hermes")
+PROPS_FORMATS = ("gemma4", "hermes", "qwen3_6")
+
+
+def schema_order_format(fmt_name: str):
+    """The format with its argument keys in the schema's order only (``caller_order=False``): what the
+    formats that keep the caller's order built before they took any order; None for a format without
+    that choice (Gemma 4 sorts or keeps the schema's order; the json format has no model syntax)."""
+    import copy
+    import dataclasses
+
+    from thinkgate.structured_output.tools import get_tool_format
+    from thinkgate.structured_output.tools.args import JsonArgs, XmlArgs
+    from thinkgate.structured_output.tools.engine import CallFormat
+    from thinkgate.structured_output.tools.harmony import HarmonyFormat
+
+    fmt = get_tool_format(fmt_name)
+    if isinstance(fmt, CallFormat) and isinstance(fmt.args, (JsonArgs, XmlArgs)):
+        return dataclasses.replace(fmt, args=dataclasses.replace(fmt.args, caller_order=False))
+    if isinstance(fmt, HarmonyFormat):
+        base = copy.copy(fmt)
+        base._ARGS = JsonArgs(caller_order=False)
+        return base
+    return None
+
+
+def schema_order_constraint(fmt_name: str, tools: list[dict]):
+    """The ``required`` constraint of ``tools`` with :func:`schema_order_format`, or None."""
+    from thinkgate.structured_output.tools.request import normalize_tool_request
+
+    base = schema_order_format(fmt_name)
+    return None if base is None else base.constraint(normalize_tool_request(tools, "required"))
 _PROP_TYPES = ({"type": "string"}, {"type": "integer"}, {"type": "number"}, {"type": "boolean"},
                {"type": "string", "enum": ["low", "high"]}, {"type": "array", "items": {"type": "string"}})
 _PROP_VALUES = ("Zürich <b>CH</b>", 42, 2.5, True, "high", ["a", "b"])
@@ -411,6 +459,10 @@ def _render_props(fmt: str, args: dict) -> str | None:
         return f"<|tool_call>call:many{gemma(args)}<tool_call|>"
     if fmt == "hermes":
         return f'<tool_call>\n{{"name": "many", "arguments": {json.dumps(args, ensure_ascii=False)}}}\n</tool_call>'
+    if fmt == "qwen3_6":
+        body = "".join(f"<parameter={k}>\n{v if isinstance(v, str) else json.dumps(v, ensure_ascii=False)}\n"
+                       "</parameter>\n" for k, v in args.items())
+        return f"<tool_call>\n<function=many>\n{body}</function>\n</tool_call>"
     return None
 
 
@@ -456,22 +508,52 @@ def _props_main(args, names: list[str]) -> int:
             tool, call_args = props_tool(n, args.required)
             c = build_tool_constraint([tool], "required", format=fmt)
             assert c is not None
-            colds = []
-            for _ in range(max(1, args.repeat)):
+            base = schema_order_constraint(fmt, [tool])
+            if base is not None and base.key == c.key:
+                base = None
+            colds, base_colds = [], []
+            base_compiled = None
+            for _ in range(max(1, args.repeat)):  # alternated, so that load changes hit both alike
                 comp.clear_cache()
                 t0 = time.perf_counter()
                 compiled = comp.compile(c)
                 colds.append((time.perf_counter() - t0) * 1e3)
+                if base is not None:
+                    comp.clear_cache()
+                    t0 = time.perf_counter()
+                    base_compiled = comp.compile(base)
+                    base_colds.append((time.perf_counter() - t0) * 1e3)
             row = {"format": fmt, "props": n, "required": args.required, "vocab": vocab.name,
                    "cold_ms": statistics.median(colds), "spec_kb": len(c.spec.encode()) / 1024}
+            if base is not None:
+                row["schema_cold_ms"] = statistics.median(base_colds)
+                row["cold_x"] = statistics.median(a / b for a, b in zip(colds, base_colds))
+                row["schema_spec_kb"] = len(base.spec.encode()) / 1024
+            keys = list(call_args)  # a caller's order: the schema's rotated by one (from 3 keys neither it nor sorted)
+            shuffled = {k: call_args[k] for k in keys[1:] + keys[:1]}
             if not args.no_fill:
                 row["fill_us"], row["fill_max_us"] = _fill_text(vocab, compiled, _render_props(fmt, call_args))
                 ordered = {k: call_args[k] for k in sorted(call_args, key=str.lower)}
                 row["sorted_fill_us"], row["sorted_fill_max_us"] = _fill_text(vocab, compiled, _render_props(fmt, ordered))
+                row["caller_fill_us"], _ = _fill_text(vocab, compiled, _render_props(fmt, shuffled))
+                if base_compiled is not None:
+                    row["schema_fill_us"], _ = _fill_text(vocab, base_compiled, _render_props(fmt, call_args))
+            check = c.schema_check
+            text = _render_props(fmt, shuffled)
+            if check is not None and text is not None:
+                ids = vocab.encode(text)
+                assert check.problem_of_tokens(vocab, ids, vocab.stop_token_ids) is None
+                times = []
+                for _ in range(20):
+                    t0 = time.perf_counter()
+                    check.problem_of_tokens(vocab, ids, vocab.stop_token_ids)
+                    times.append((time.perf_counter() - t0) * 1e6)
+                row["check_us"] = statistics.median(times)
             progress(f"{fmt} {n} props: cold {row['cold_ms']:.0f} ms")
             rows.append(row)
-    print_table(rows, ["format", "props", "required", "cold_ms", "spec_kb", "fill_us", "fill_max_us",
-                       "sorted_fill_us", "sorted_fill_max_us"])
+    print_table(rows, ["format", "props", "required", "cold_ms", "schema_cold_ms", "cold_x", "spec_kb",
+                       "schema_spec_kb", "fill_us", "schema_fill_us", "caller_fill_us", "fill_max_us",
+                       "sorted_fill_us", "sorted_fill_max_us", "check_us"])
     path = write_rows("tools", rows, args.out)
     progress(f"results appended to {path}")
     return 0

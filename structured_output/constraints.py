@@ -102,10 +102,13 @@ class Constraint:
     @cached_property
     def schema_check(self) -> Any:
         """For a JSON schema with keywords the grammar does not enforce: the
-        :class:`~.schema_support.OutputCheck` the finished output must pass; None otherwise (and for
-        every other kind). ``ValueError`` naming the keyword and its path for a schema that can never
+        :class:`~.schema_support.OutputCheck` the finished output must pass; for a tool structural tag
+        with a ``keys_check``: its :class:`~.tools.key_check.KeysCheck`; None otherwise. ``ValueError`` naming the keyword and its path for a schema that can never
         be honoured, or (``unsupported="reject"``) that needs the check. Computed once per constraint,
         when the compiler validates it (see :mod:`.schema_support`)."""
+        if self.kind == "structural_tag" and self.option("keys_check") is not None:
+            from .tools.key_check import KeysCheck  # a tool call's keys in any order (see there)
+            return KeysCheck(self.option("keys_check"))
         if self.kind != "json_schema":
             return None
         from .schema_support import schema_check
@@ -191,20 +194,29 @@ class Constraint:
         return cls("choice", _canonical_json(list(choices)))
 
     @classmethod
-    def structural_tag(cls, tag: Mapping[str, Any] | str, *, covers_reasoning: bool = False) -> Constraint:
+    def structural_tag(cls, tag: Mapping[str, Any] | str, *, covers_reasoning: bool = False,
+                       keys_check: str | None = None) -> Constraint:
         """xgrammar's structural-tag format (``{"type": "structural_tag", "format": {...}}``).
 
         ``covers_reasoning=True`` marks a tag that describes the whole output, the thinking included
         (harmony: the call's header, which names the function, is written before any reasoning end
         can be seen); the manager then applies it from the first token, as with
-        ``include_reasoning=False``."""
+        ``include_reasoning=False``. ``keys_check``: for a tool constraint whose grammar takes
+        argument keys in any order, the definition of the output check of those keys
+        (``tools/key_check.py``; the tool builders set it)."""
         if isinstance(tag, str):
             tag = _parse_json(tag, "structural tag")
         if not isinstance(tag, Mapping):
             raise ValueError(f"invalid structural tag: expected an object, got {type(tag).__name__}")
         _check_depth(tag, "structural tag")
-        return cls("structural_tag", _canonical_json(dict(tag)),
-                   _opts(covers_reasoning=True) if covers_reasoning else ())
+        opts: dict[str, Any] = {}
+        if covers_reasoning:
+            opts["covers_reasoning"] = True
+        if keys_check is not None:
+            from .tools.key_check import KeysCheck
+            KeysCheck(keys_check)  # ValueError now, on the caller's thread, for a malformed one
+            opts["keys_check"] = keys_check
+        return cls("structural_tag", _canonical_json(dict(tag)), _opts(**opts) if opts else ())
 
     @property
     def whitespace_bound(self) -> int | None:

@@ -370,8 +370,10 @@ class OutputCheck:
         return (f"the output breaks the JSON schema: {error.validator!r} at {schema_path} "
                 f"(output {error.json_path}): {error.message}")
 
-    def problem_of_tokens(self, token_bytes: Sequence[bytes], tokens: Iterable[int],
-                          stop_ids: Any) -> str | None:
+    def problem_of_tokens(self, vocabulary: Any, tokens: Iterable[int], stop_ids: Any) -> str | None:
+        """:meth:`problem` of the output's tokens (stop tokens left out). The contract of every output
+        check (``tools/key_check.py`` has the other one)."""
+        token_bytes = vocabulary.token_bytes
         data = b"".join(token_bytes[t] for t in tokens if t not in stop_ids)
         try:
             text = data.decode("utf-8")
@@ -469,4 +471,4 @@ def output_problem(matcher: Any, vocabulary: Any, stop_ids: Any) -> str | None:
     """At termination: None when the output is valid (always, for a plain matcher), else the message."""
     if not isinstance(matcher, RecordingMatcher):
         return None
-    return matcher.check.problem_of_tokens(vocabulary.token_bytes, matcher.tokens, stop_ids)
+    return matcher.check.problem_of_tokens(vocabulary, matcher.tokens, stop_ids)

@@ -7,7 +7,8 @@ from support import assert_table, read_rows
 from bench.__main__ import main as bench_main
 from bench.tools import CONFORMANCE_COLUMNS, _render_call, corpus_tools
 
-COLUMNS = ["format", "tools", "build_ms", "cold_ms", "cached_us", "xgr_cold_ms", "fill_us", "fill_max_us", "spec_kb"]
+COLUMNS = ["format", "tools", "build_ms", "cold_ms", "schema_cold_ms", "cold_x", "cached_us", "xgr_cold_ms",
+           "fill_us", "fill_max_us", "spec_kb"]
 
 
 def test_bench_tools_tiny(tmp_path, capsys):
@@ -25,6 +26,8 @@ def test_bench_tools_tiny(tmp_path, capsys):
         assert r["cold_ms"] > 0 and r["cached_us"] > 0 and r["build_ms"] > 0 and r["xgr_cold_ms"] > 0
         assert r["cached_us"] < r["cold_ms"] * 1e3  # a cache hit is cheaper than a cold compile
         assert r["fill_us"] is not None and r["fill_us"] > 0  # our grammar accepted the rendered call
+        # the schema-order baseline of the same run (the corpus's first tools have several properties)
+        assert r["schema_cold_ms"] > 0 and r["cold_x"] > 0
     # the conformance table: the first 3 corpus tools (4 examples) as the Qwen3 and DeepSeek V3.1 templates
     # write them, each accepted and read back
     crows = read_rows(tmp_path / "tools-conformance.jsonl", "tools-conformance", CONFORMANCE_COLUMNS)
@@ -41,8 +44,11 @@ def test_corpus_tools_past_the_corpus_are_renamed_copies():
     assert _render_call("hermes", tools[0]) is not None and _render_call("hermes", tools[1]) is None
 
 
-PROPS_COLUMNS = ["format", "props", "required", "cold_ms", "spec_kb", "fill_us", "fill_max_us", "sorted_fill_us",
-                 "sorted_fill_max_us"]
+PROPS_COLUMNS = ["format", "props", "required", "cold_ms", "schema_cold_ms", "cold_x", "spec_kb", "schema_spec_kb",
+                 "fill_us", "schema_fill_us", "caller_fill_us", "fill_max_us", "sorted_fill_us", "sorted_fill_max_us",
+                 "check_us"]
+ALWAYS = ["format", "props", "required", "cold_ms", "spec_kb", "fill_us", "fill_max_us", "sorted_fill_us",
+          "sorted_fill_max_us", "caller_fill_us"]
 
 
 def test_bench_tools_props_tiny(tmp_path, capsys):
@@ -50,9 +56,19 @@ def test_bench_tools_props_tiny(tmp_path, capsys):
     rc = bench_main(["tools", "--props", "1,3", "--repeat", "1", "--threads", "1", "--out", str(out)])
     assert rc == 0
     assert_table(capsys.readouterr().out, PROPS_COLUMNS)
-    rows = read_rows(out, "tools", PROPS_COLUMNS)
-    assert [(r["format"], r["props"]) for r in rows] == [("gemma4", 1), ("gemma4", 3), ("hermes", 1), ("hermes", 3)]
+    rows = read_rows(out, "tools", ALWAYS)
+    assert [(r["format"], r["props"]) for r in rows] == [("gemma4", 1), ("gemma4", 3), ("hermes", 1), ("hermes", 3),
+                                                        ("qwen3_6", 1), ("qwen3_6", 3)]
     for r in rows:
         assert r["cold_ms"] > 0 and r["fill_us"] is not None  # the schema's order is always accepted
-        # sorted keys: gemma4 accepts them (its template sorts), hermes only where sorting changes nothing
-        assert (r["sorted_fill_us"] is not None) == (r["format"] == "gemma4" or r["props"] == 1)
+        # sorted keys: gemma4 (its template sorts), and the caller's order of the others takes any order;
+        # a shuffled order only where the template keeps the caller's order (or one property)
+        assert r["sorted_fill_us"] is not None
+        assert (r["caller_fill_us"] is not None) == (r["format"] != "gemma4" or r["props"] == 1)
+        # beside it the schema's order only, where it differs (3 properties of hermes and qwen3_6), whose
+        # grammar takes the schema order, and the key check of the shuffled call
+        differs = r["format"] != "gemma4" and r["props"] == 3
+        assert ("schema_cold_ms" in r) == ("cold_x" in r) == ("schema_fill_us" in r) == differs
+        assert ("check_us" in r) == differs
+        if differs:
+            assert r["schema_cold_ms"] > 0 and r["schema_fill_us"] is not None and r["check_us"] > 0

@@ -224,14 +224,6 @@ read as other JSON types (``"null"``, ``"1.5e3"``, written raw by the XML templa
 harmony's one call per turn is a renderer's ``parallel=False``."""
 
 KNOWN_FAILING_BEFORE_FIX: list[Rule] = [
-    Rule(("gemma4",), NAMES_OUTSIDE_IDENTIFIERS, "a declared parameter name outside [A-Za-z_][A-Za-z0-9_]* "
-         "('Content-Type', 'user.email', 'año_vehiculo') refuses the whole request with a ValueError"),
-    Rule(("qwen3_coder",), TOP_LEVEL_CONTAINER, "template revisions disagree: this renderer follows vLLM's "
-         "example Qwen3-Coder template (arrays and objects with tojson), the qwen3_coder format follows the "
-         "original Qwen3-Coder template (| string at every non-string: Python reprs of lists and dicts; "
-         "tests/test_tool_xml_values.py)", modes=CONSTRAINED),
-    Rule(tuple(r for r in RENDERERS if r != "gemma4"), CALLER_ORDER, "arguments in the caller's order, not the "
-         "schema's: the constraint admits only schema order", modes=CONSTRAINED),
 ]
 """Cases that fail today because of the format bugs issue 11 fixes, with the reason (the case lists are
 defined from what the examples hold, above)."""

@@ -3,8 +3,9 @@
 A synthetic stream (thinking, then the calls rendered as the model's chat template writes them) passes
 the StructuredOutputManager token by token (every token also allowed by that step's bitmask); the
 reader returns the same calls, whose arguments validate against the tool schemas; a stream wrong in one
-token (a wrong tool name, a missing required argument, text before a required call, a second call when
-parallel calls are off, a closing tag inside an XML string value) is rejected exactly at that token.
+token (a wrong tool name, text before a required call, a second call when parallel calls are off, a
+closing tag inside an XML string value) is rejected exactly at that token; a missing required argument
+too where the format keeps one key order, else at the stop token by the key check.
 
 Vocabularies: the real ones where they have the family's markers (Qwen3.6: hermes, qwen3_coder, qwen3_6;
 DeepSeek V4: deepseek_v3/v31/v32/v4; magistral: mistral). For kimi_k2, glm47, minimax_m2, gemma4,
@@ -222,12 +223,27 @@ def test_text_before_required_call(fmt: str) -> None:
 
 @pytest.mark.parametrize("fmt", FORMATS)
 def test_missing_required_argument(fmt: str) -> None:
+    """Where the grammar keeps one order (gemma4, json) the missing key is rejected at its token; where
+    it takes the caller's order (top-level keys in any order) the call ends, and the key check puts the
+    request in ERROR at the stop token, naming the key."""
     fam = FAMILIES[fmt]
     c, _, _ = constraint(fmt, "required")
     good = fam.block([(ANCHOR, {"location": "Paris", "unit": "celsius"})])
     bad = fam.block([(ANCHOR, {"unit": "celsius"})])
-    d = next(i for i, (x, y) in enumerate(zip(bad, good)) if x != y)
-    assert_rejected_at(fam, c, fam.thinking + bad[:d], bad[d:])
+    if c.schema_check is None:
+        d = next(i for i, (x, y) in enumerate(zip(bad, good)) if x != y)
+        assert_rejected_at(fam, c, fam.thinking + bad[:d], bad[d:])
+        return
+    assert fmt not in ("gemma4", "json")
+    v = vocab(fam.vocab)
+    mgr, rid = _add(fam, c)
+    try:
+        res = mgr.accept_tokens(rid, v.encode(fam.thinking + bad))
+        assert res.status == "ok", res.message
+        res = mgr.accept_tokens(rid, [min(v.stop_token_ids)])
+        assert res.status == "error" and "'location'" in res.message and ANCHOR in res.message, res.message
+    finally:
+        mgr.remove_request(rid)
 
 
 @pytest.mark.parametrize("fmt", FORMATS)

@@ -271,7 +271,9 @@ def test_call_as_the_template_writes_it_is_accepted_and_read_back_typed(fmt: str
 # parameter's opening, the wrong value written in place of the right one)
 WRONG = [
     ("qwen3_coder", "<parameter=enabled>\n", "true"),
-    ("qwen3_coder", "<parameter=tags>\n", '["a b", "it\'s"]'),
+    ("qwen3_coder", "<parameter=options>\n", "{'fast': false}"),   # a Python repr holding JSON's false
+    ("qwen3_coder", "<parameter=options>\n", '{"fast": False}'),   # JSON holding Python's False
+    ("qwen3_coder", "<parameter=tags>\n", "[\"a b\", 'it']"),        # a list that mixes the two quotes' rules
     ("qwen3_5", "<parameter=enabled>\n", "true"),
     ("qwen3_5", "<parameter=tags>\n", "['a b', \"it's\"]"),
     ("qwen3_6", "<parameter=enabled>\n", "True"),
@@ -298,6 +300,34 @@ def test_a_value_in_another_spelling_is_rejected(fmt: str, opening: str, wrong: 
     k = run_stream(fam, c, ids)
     assert k is not None, f"{fmt}: {wrong!r} accepted"
     assert k >= len(v.encode(good)), f"{fmt}: rejected before the value: {v.decode(ids[:k])[-60:]!r}"
+
+
+# Qwen3-Coder's template revisions: the original writes a container with ``| string`` (Python's repr),
+# vLLM's example Qwen3-Coder template (examples/tool_chat_template_qwen3coder.jinja) with ``tojson``
+QWEN3_CODER_JSON_CONTAINERS = (QWEN3_CODER
+                               .replace("['a b', \"it's\"]", '["a b", "it\'s"]')
+                               .replace("{'fast': False, 'level': 2}", '{"fast": false, "level": 2}')
+                               .replace("<parameter=meta>\n[1, None]", "<parameter=meta>\n[1, null]"))
+
+
+@pytest.mark.parametrize("mode", list(MODES))
+def test_qwen3_coder_takes_containers_as_either_revision_writes_them(mode: str) -> None:
+    """Both revisions' spellings of arrays and objects are accepted and read back to the same JSON."""
+    assert QWEN3_CODER_JSON_CONTAINERS.count("[\"a b\"") == 1 and '"fast": false' in QWEN3_CODER_JSON_CONTAINERS
+    fam = family("qwen3_coder")
+    c = constraint("qwen3_coder", mode)
+    if c is not None:
+        finish(fam, c, fam.thinking + QWEN3_CODER_JSON_CONTAINERS)
+    check_read("qwen3_coder", mode, QWEN3_CODER_JSON_CONTAINERS)
+
+
+def test_qwen3_coder_json_container_reads_json_escapes() -> None:
+    """A JSON string nested in a parameter writes ``</`` as ``<\\/`` (the constraint excludes ``</``):
+    read as JSON, not as a Python literal, it is ``</``."""
+    from thinkgate.structured_output.tools.xml_values import read_value
+    assert read_value('["<\\/b>", "x"]', {"type": "array"}, {}, "python") == ["</b>", "x"]
+    assert read_value("['<b>', None]", {"type": "array"}, {}, "python") == ["<b>", None]
+    assert read_value('{"k": [true, null]}', {"type": "object"}, {}, "python") == {"k": [True, None]}
 
 
 @pytest.mark.parametrize("fmt", FORMATS)

@@ -3,7 +3,8 @@
 Each syntax builds the structural-tag format of one tool's arguments and reads them back from the same
 definition, so the two cannot drift:
 
-- :class:`JsonArgs`: a JSON object (hermes, llama3, mistral, deepseek v3/v3.1, kimi, harmony);
+- :class:`JsonArgs`: a JSON object (hermes, llama3, mistral, deepseek v3/v3.1, kimi, harmony), its keys in
+  the caller's order (any order: ``key_check.py``);
 - :class:`XmlArgs`: one tag per parameter, raw text for strings and the template's spelling for the
   other values (``xml_values.py``) (qwen3_* ``<parameter=k>``, minimax ``<parameter name="k">``, DSML
   ``<｜DSML｜parameter ...>``, GLM ``<arg_key>k</arg_key><arg_value>v</arg_value>``);
@@ -18,12 +19,12 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from .marked import MAX_ARGUMENT_DEPTH, MarkedText, json_depth_ok
-from .order import KEY_ORDERS, KeyOrder, Member, members_in_orders
+from .order import KEY_ORDERS, KeyOrder, Member, members_any_order, members_in_orders
 from .request import ToolSpec
 from .syntax import Fmt, LiteralText, const, json_fmt, no_substring_regex, opt, or_, regex, seq, star
 from .xml_values import VALUE_STYLES, ValueStyle, read_value, value_fmt
@@ -108,13 +109,54 @@ class ArgsSyntax:
     def read(self, src: MarkedText, pos: int, tool: ToolSpec, lit: LiteralText) -> tuple[str, int]:
         raise NotImplementedError
 
+    def any_order(self, tool: ToolSpec) -> bool:
+        """Whether :meth:`build` admits ``tool``'s keys in any order, repetition included (the top level
+        of XML parameters: :func:`~.order.members_any_order`; every object of JSON arguments: xgrammar's
+        ``any_order``), so that its calls need the key check at the end of the output
+        (``key_check.py``). False unless a syntax says otherwise."""
+        return False
+
+
+def _object_text(pairs: list[tuple[str, Any]]) -> str:
+    """The arguments' JSON text, keys in the order read, a key read twice kept twice (the request's
+    policy refuses such a call, the key check names it); ``json.dumps`` of the dict when no key repeats."""
+    return "{" + ", ".join(json.dumps(k, ensure_ascii=False) + ": " + json.dumps(v, ensure_ascii=False)
+                           for k, v in pairs) + "}"
+
+
+def _has_object_of_keys(schema: Any, n: int = 2) -> bool:
+    """Whether some object of ``schema`` (at any depth) declares ``n`` or more properties: where an
+    order of keys can differ at all."""
+    stack = [schema]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, Mapping):
+            props = node.get("properties")
+            if isinstance(props, Mapping) and len(props) >= n:
+                return True
+            stack.extend(node.values())
+        elif isinstance(node, list):
+            stack.extend(node)
+    return False
+
 
 @dataclass(frozen=True)
 class JsonArgs(ArgsSyntax):
-    """The arguments are one JSON object; the reader returns it as written."""
+    """The arguments are one JSON object; the reader returns it as written.
+
+    ``caller_order``: an enforced tool's objects take their keys in any order, at every level, as the
+    caller's dicts held them (``tojson`` keeps their order): xgrammar's ``any_order`` objects, whose
+    keys may repeat and whose required keys are not enforced; the key check (``key_check.py``) does
+    both at the end of the output. Only for a tool with an object of two or more properties somewhere
+    (else there is no other order, and the exact grammar stays). False: the schema's order only."""
+
+    caller_order: bool = True
+
+    def any_order(self, tool: ToolSpec) -> bool:
+        return self.caller_order and tool.enforce and _has_object_of_keys(tool.parameters)
 
     def build(self, tool: ToolSpec, lit: LiteralText, max_whitespace: int | None) -> Fmt:
-        return json_fmt(tool.schema, max_whitespace=max_whitespace)
+        return json_fmt(tool.schema, max_whitespace=max_whitespace, any_order=self.any_order(tool))
 
     def read(self, src: MarkedText, pos: int, tool: ToolSpec, lit: LiteralText) -> tuple[str, int]:
         text = src.text
@@ -136,7 +178,10 @@ class JsonArgs(ArgsSyntax):
 class XmlArgs(ArgsSyntax):
     """One element per parameter: ``param_begin`` (with ``{key}``, and ``{string}`` -> ``true`` /
     ``false`` for DSML), the value, ``param_end``. ``close`` is the closing tag inside ``param_end``
-    that a value never contains. Parameters follow the schema's order; required ones must appear.
+    that a value never contains. An enforced tool's parameters come in any order (``caller_order``,
+    two or more declared), a name possibly repeated and a required one possibly left out until the
+    key check at the end of the output (``key_check.py``); else (one parameter, ``caller_order=False``)
+    in the schema's order, required ones enforced by the grammar.
     A tool whose arguments are not enforced takes any parameter names with raw text values (DSML:
     raw or JSON as its ``string`` attribute says).
 
@@ -152,6 +197,9 @@ class XmlArgs(ArgsSyntax):
     close: str
     key_pattern: str = r"[A-Za-z_][A-Za-z0-9_.\-]*"
     values: ValueStyle = "json"
+    caller_order: bool = True
+    """An enforced tool's parameters in any order (two or more declared), checked at the end of the
+    output (``key_check.py``); False: the schema's order."""
 
     def __post_init__(self) -> None:
         if self.close not in self.param_end:
@@ -232,21 +280,31 @@ class XmlArgs(ArgsSyntax):
         defs = _defs_of(schema)
         props = schema.get("properties") or {}
         required = set(schema.get("required") or ())
-        parts: list[Fmt] = []
+        members: list[Member] = []
         for key, sub in props.items():
             self._check_key(tool, key, lit)
             try:
                 p = self._param(key, sub, defs, lit, max_whitespace)
             except ValueError as e:
                 raise ValueError(f"tool {tool.name!r}, parameter {key!r}: {e}") from None
-            parts.append(p if key in required else opt(p))
+            members.append(Member(key, p, key in required))
         missing = required - set(props)
         if missing:
             raise ValueError(f"tool {tool.name!r}: required parameters {sorted(missing)} are not in properties")
         extra = schema.get("additionalProperties", False)
-        if extra is not False and extra is not None:
+        more = extra is not False and extra is not None
+        if self.any_order(tool):
+            if more:  # an undeclared parameter is one more member (the check ignores its keys)
+                members.append(Member("", self._any_param(lit, max_whitespace), False))
+            return members_any_order(members, const(""))
+        parts = [m.fmt if m.required else opt(m.fmt) for m in members]
+        if more:
             parts.append(star(self._any_param(lit, max_whitespace)))
         return seq(*parts)
+
+    def any_order(self, tool: ToolSpec) -> bool:
+        props = tool.parameters.get("properties")
+        return self.caller_order and tool.enforce and isinstance(props, Mapping) and len(props) >= 2
 
     def read(self, src: MarkedText, pos: int, tool: ToolSpec, lit: LiteralText) -> tuple[str, int]:
         raise NotImplementedError("XmlArgs.read_until needs the call end")
@@ -285,7 +343,7 @@ class XmlArgs(ArgsSyntax):
         extra = schema.get("additionalProperties", True)
         keys = sorted(declared, key=len, reverse=True)
         k = self.param_end.index(self.close)
-        out: dict[str, Any] = {}
+        out: list[tuple[str, Any]] = []
         while src.match_literal(pos, call_end, lit) < 0:
             key, attr, vstart = self._read_begin(src, pos, keys, lit)
             idx = src.find_literal(self.close, vstart, lit)
@@ -296,19 +354,66 @@ class XmlArgs(ArgsSyntax):
                 raise NoMatch("a control token inside a parameter value")
             if not self._has_string_attr:
                 sub = declared[key] if key in declared else (extra if isinstance(extra, Mapping) else True)
-                out[key] = read_value(text[vstart:vend], sub, defs, self.values)
+                out.append((key, read_value(text[vstart:vend], sub, defs, self.values)))
             else:
                 raw = is_raw_string(props[key], defs) if key in props else bool(attr)
-                out[key] = text[vstart:vend] if raw else _json_value(text, vstart, vend)
+                out.append((key, text[vstart:vend] if raw else _json_value(text, vstart, vend)))
             pos = vend + len(self.param_end)
-        return json.dumps(out, ensure_ascii=False), pos
+        return _object_text(out), pos
 
 
 # --------------------------------------------------------------------------------------------------
 # Gemma 4
 
 _GEMMA_KEY = r"[A-Za-z_][A-Za-z0-9_]*"
+"""The key of an object without declared properties (an untyped value's keys)."""
 _GEMMA_KEY_COLON = re.compile(_GEMMA_KEY + ":")  # the reader's "key:" (compiled once)
+
+
+def gemma_name_problem(name: str, markers: Sequence[str]) -> str | None:
+    """Why a declared property name cannot be written in Gemma 4's syntax, or None.
+
+    The template writes a name as it is (``key:value``, no quotes, no escape at any level), so any
+    name is written literally and read back as one of the declared names, except:
+
+    - a name holding a control token of the format (``<|"|>``, ``<tool_call|>`` ...): the tokenizer
+      writes it as that token, which never appears inside a call's text;
+    - a name with a ``:`` followed later by ``,`` or ``{``: ``name:`` then also reads as a shorter key,
+      a value and another key (``a:1,b`` beside ``a`` and ``b``; ``k:{j`` as ``k`` holding ``{j:...}``),
+      and nothing in the syntax tells the two apart.
+
+    Without those, the first ``:`` after the longest declared name at a key's position is its own
+    (a value never continues with ``:``), which is how the reader cuts."""
+    bad = next((m for m in markers if m in name), None)
+    if bad is not None:
+        return f"it contains {bad!r}, a control token of the format (names are written unquoted, with no escape)"
+    i = name.find(":")
+    if i >= 0 and ("," in name[i + 1:] or "{" in name[i + 1:]):
+        return ("it holds ':' followed by ',' or '{', so 'name:' also reads as a shorter key, a value and more "
+                "(names are written unquoted, with no escape)")
+    return None
+
+
+def _declared_names(schema: Any) -> tuple[str, ...]:
+    """Every property name a schema declares at any depth (``properties`` keys, and the keys of
+    ``const`` / ``enum`` objects), longest first: the reader's candidates at a key's position. Keys
+    of other mappings may be collected too (a property named ``properties``): a candidate only ever
+    matches text that is that key followed by ``:``, so an extra one reads the same key."""
+    names: set[str] = set()
+    stack: list[tuple[Any, bool]] = [(schema, False)]
+    while stack:
+        node, literal = stack.pop()
+        if isinstance(node, Mapping):
+            if literal:
+                names.update(k for k in node if isinstance(k, str))
+            props = node.get("properties")
+            if not literal and isinstance(props, Mapping):
+                names.update(k for k in props if isinstance(k, str))
+            for k, v in node.items():
+                stack.append((v, literal or k in ("const", "enum")))
+        elif isinstance(node, list):
+            stack.extend((x, literal) for x in node)
+    return tuple(sorted(names, key=len, reverse=True))
 
 
 @dataclass(frozen=True)
@@ -319,8 +424,12 @@ class GemmaArgs(ArgsSyntax):
     template writes every object's keys through ``dictsort``: a call's keys follow one of
     ``key_orders`` (default: the schema's order or sorted, see :mod:`.order`) at every level, const and
     enum objects included (a call that mixes the two orders is rejected); required properties must
-    appear in either. Array length bounds other than ``minItems >= 1`` are not enforced. The reader
-    takes keys in any order and returns them as written."""
+    appear in either. Array length bounds other than ``minItems >= 1`` are not enforced. A declared
+    property name is written literally, whatever its characters (``Content-Type:``, ``user.email:``,
+    ``año_vehiculo:``), as the template writes it; :func:`gemma_name_problem` says which names the
+    syntax cannot hold (a ``ValueError`` naming the tool, the name and why). The reader takes keys in
+    any order, matches the longest declared name at a key's position (else an undeclared
+    ``[A-Za-z_][A-Za-z0-9_]*`` key) and returns the keys as written."""
 
     quote: str = '<|"|>'
     any_depth: int = 3
@@ -344,6 +453,10 @@ class GemmaArgs(ArgsSyntax):
                 raise ValueError(f"enum value {v!r} contains the string delimiter")
             return seq(lit(self.quote), const(v), lit(self.quote))
         if isinstance(v, dict):
+            for k in v:
+                why = gemma_name_problem(k, lit.markers)
+                if why is not None:
+                    raise ValueError(f"object key {k!r} cannot be written in the gemma format: {why}")
             members = [Member(k, seq(const(k + ":"), self._literal(x, lit, order)), True) for k, x in v.items()]
             return seq(const("{"), members_in_orders(members, (order,), ","), const("}"))
         if isinstance(v, list):
@@ -358,15 +471,21 @@ class GemmaArgs(ArgsSyntax):
         # ones write ``null``
         return or_(const("null"), const("None"))
 
-    def _any(self, lit: LiteralText, depth: int) -> Fmt:
+    def _any(self, lit: LiteralText, depth: int, names: tuple[str, ...] = ()) -> Fmt:
+        """Any value, ``depth`` levels deep; an object's key is ``_GEMMA_KEY`` or one of ``names``."""
         scalars = [self._string(lit), json_fmt({"type": ["number", "boolean"]}, max_whitespace=None), self._null()]
         if depth <= 0:
             return or_(*scalars)
-        inner = self._any(lit, depth - 1)
+        inner = self._any(lit, depth - 1, names)
         arr = seq(const("["), opt(seq(inner, star(seq(const(","), inner)))), const("]"))
-        member = seq(regex(_GEMMA_KEY), const(":"), inner)
-        obj = seq(const("{"), opt(seq(member, star(seq(const(","), member)))), const("}"))
-        return or_(*scalars, arr, obj)
+        return or_(*scalars, arr, self._any_object(inner, names))
+
+    @staticmethod
+    def _any_object(inner: Fmt, names: tuple[str, ...] = ()) -> Fmt:
+        """An object of values ``inner``, keys ``_GEMMA_KEY`` or one of ``names``."""
+        extra = [const(n) for n in names if not re.fullmatch(_GEMMA_KEY, n)]
+        member = seq(or_(regex(_GEMMA_KEY), *extra) if extra else regex(_GEMMA_KEY), const(":"), inner)
+        return seq(const("{"), opt(seq(member, star(seq(const(","), member)))), const("}"))
 
     def _value(self, schema: Any, defs: Mapping[str, Any], lit: LiteralText, tool: ToolSpec, order: KeyOrder,
                depth: int = 0) -> Fmt:
@@ -409,12 +528,13 @@ class GemmaArgs(ArgsSyntax):
         props: Mapping[str, Any] = s.get("properties") or {}
         required = set(s.get("required") or ())
         if not props:
-            member = seq(regex(_GEMMA_KEY), const(":"), self._any(lit, self.any_depth - 1))
-            return seq(const("{"), opt(seq(member, star(seq(const(","), member)))), const("}"))
+            return self._any_object(self._any(lit, self.any_depth - 1))
         members: list[Member] = []
         for key, sub in props.items():
-            if not re.fullmatch(_GEMMA_KEY, key):
-                raise ValueError(f"tool {tool.name!r}: property name {key!r} cannot be written in the gemma format")
+            why = gemma_name_problem(key, lit.markers)
+            if why is not None:
+                raise ValueError(f"tool {tool.name!r}: property name {key!r} cannot be written in the gemma format: "
+                                 f"{why}")
             members.append(Member(key, seq(const(key + ":"), self._value(sub, defs, lit, tool, order, depth + 1)),
                                   key in required))
         return seq(const("{"), members_in_orders(members, (order,), ","), const("}"))
@@ -422,6 +542,10 @@ class GemmaArgs(ArgsSyntax):
     def build(self, tool: ToolSpec, lit: LiteralText, max_whitespace: int | None) -> Fmt:
         # one order for the whole call (an or of whole arguments): k orders cost at most k copies
         # whatever the nesting, where one or per object would multiply them at every level
+        if not tool.enforce:
+            # any object, whose keys may also be the declared names the pattern does not cover
+            names = tuple(n for n in _declared_names(tool.parameters) if gemma_name_problem(n, lit.markers) is None)
+            return self._any_object(self._any(lit, self.any_depth - 1, names), names)
         alts: list[Fmt] = []
         for order in dict.fromkeys(self.key_orders):
             f = self._value(tool.schema, _defs_of(tool.schema), lit, tool, order)
@@ -430,7 +554,20 @@ class GemmaArgs(ArgsSyntax):
         return or_(*alts)
 
     # -- reader
-    def _read_value(self, src: MarkedText, p: int, depth: int = 0) -> tuple[Any, int]:
+    def _read_key(self, src: MarkedText, p: int, names: tuple[str, ...]) -> tuple[str, int] | None:
+        """The key at ``p`` and the position after its ``:``: the longest declared name written there
+        (any characters), else an undeclared key (``_GEMMA_KEY``); None when there is none."""
+        text = src.text
+        for name in names:
+            end = p + len(name)
+            if text.startswith(":", end) and text.startswith(name, p) and src.plain(p, end + 1):
+                return name, end + 1
+        m = _GEMMA_KEY_COLON.match(text, p)
+        if m is None:
+            return None
+        return m.group()[:-1], m.end()
+
+    def _read_value(self, src: MarkedText, p: int, depth: int = 0, names: tuple[str, ...] = ()) -> tuple[Any, int]:
         text, q = src.text, self.quote
         if depth > MAX_ARGUMENT_DEPTH:
             raise NoMatch(f"nested deeper than {MAX_ARGUMENT_DEPTH} levels")
@@ -442,14 +579,16 @@ class GemmaArgs(ArgsSyntax):
         if text.startswith("{", p):
             p += 1
             out: dict[str, Any] = {}
-            if text.startswith("}", p):
-                return out, p + 1
+            first = True
             while True:
-                m = _GEMMA_KEY_COLON.match(text, p)
-                if m is None:
+                key = self._read_key(src, p, names)
+                if key is None:
+                    if first and text.startswith("}", p):  # a declared name may start with "}"
+                        return out, p + 1
                     raise NoMatch("expected a key")
-                v, p = self._read_value(src, m.end(), depth + 1)
-                out[m.group()[:-1]] = v
+                first = False
+                v, p = self._read_value(src, key[1], depth + 1, names)
+                out[key[0]] = v
                 if text.startswith(",", p):
                     p += 1
                 elif text.startswith("}", p):
@@ -462,7 +601,7 @@ class GemmaArgs(ArgsSyntax):
             if text.startswith("]", p):
                 return arr, p + 1
             while True:
-                v, p = self._read_value(src, p, depth + 1)
+                v, p = self._read_value(src, p, depth + 1, names)
                 arr.append(v)
                 if text.startswith(",", p):
                     p += 1
@@ -481,7 +620,7 @@ class GemmaArgs(ArgsSyntax):
         return v, end
 
     def read(self, src: MarkedText, pos: int, tool: ToolSpec, lit: LiteralText) -> tuple[str, int]:
-        v, end = self._read_value(src, pos)
+        v, end = self._read_value(src, pos, 0, _declared_names(tool.parameters))
         if not isinstance(v, dict):
             raise NoMatch("arguments are not an object")
         return json.dumps(v, ensure_ascii=False), end

@@ -23,13 +23,12 @@ escaping). Hence:
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from .args import NoMatch, XmlArgs, _defs_of, _json_value, _with_defs, resolve_ref
+from .args import NoMatch, XmlArgs, _defs_of, _json_value, _object_text, _with_defs, resolve_ref
 from .marked import MarkedText
 from .request import ToolSpec
 from .syntax import Fmt, LiteralText, const, json_fmt, no_substring_regex, or_, regex, seq, star
@@ -195,7 +194,8 @@ class DsmlArgs(XmlArgs):
     def read_until(self, src: MarkedText, pos: int, tool: ToolSpec, call_end: str,
                    lit: LiteralText) -> tuple[str, int]:
         """Read parameters from ``pos`` up to (not including) ``call_end``; a blank line alone is no
-        parameter. A name written twice is not a call (DeepSeek's parser refuses it too)."""
+        parameter. A name written twice stays twice in the arguments' text: the request's policy then
+        refuses the call (DeepSeek's parser refuses it too), and the key check names it."""
         text = src.text
         if text.startswith("\n", pos) and src.plain(pos, pos + 1) and src.match_literal(pos + 1, call_end, lit) >= 0:
             return "{}", pos + 1
@@ -204,7 +204,7 @@ class DsmlArgs(XmlArgs):
         props = schema.get("properties") or {}
         keys = sorted(props, key=len, reverse=True)
         k = self.param_end.index(self.close)
-        out: dict[str, Any] = {}
+        out: list[tuple[str, Any]] = []
         while src.match_literal(pos, call_end, lit) < 0:
             key, string, vstart = self._read_open(src, pos, keys, lit)
             idx = src.find_literal(self.close, vstart, lit)
@@ -213,8 +213,6 @@ class DsmlArgs(XmlArgs):
                 raise NoMatch("unterminated parameter")
             if not src.plain(vstart, vend):
                 raise NoMatch("a control token inside a parameter value")
-            if key in out:
-                raise NoMatch(f"parameter {key!r} written twice")
-            out[key] = self._value(text, vstart, vend, string, props.get(key), defs)
+            out.append((key, self._value(text, vstart, vend, string, props.get(key), defs)))
             pos = vend + len(self.param_end)
-        return json.dumps(out, ensure_ascii=False), pos
+        return _object_text(out), pos

@@ -41,6 +41,7 @@ from thinkgate.reasoning.vocabulary import Vocabulary
 from ..constraints import Constraint
 from .args import ArgsSyntax, NoMatch, XmlArgs
 from .call_stream import CallFormatStream
+from .key_check import keys_check_spec
 from .marked import MarkedText
 from .policy import CallPolicy
 from .request import ToolRequest, ToolSpec
@@ -80,9 +81,16 @@ class ToolFormat(ABC):
         tag_dict = self.structural_tag(request, vocabulary=vocabulary, max_whitespace=max_whitespace)
         if tag_dict is None:
             return None
-        # the builder is deterministic and Constraint keeps key order (the order of "properties" is
-        # the order the arguments must be written in), so equal requests give equal cache keys
-        return Constraint.structural_tag(tag_dict, covers_reasoning=self.covers_reasoning)
+        # the builder is deterministic and Constraint keeps key order, so equal requests give equal
+        # cache keys
+        check = keys_check_spec(self.name, request.tools, self.any_order_tools(request))
+        return Constraint.structural_tag(tag_dict, covers_reasoning=self.covers_reasoning, keys_check=check)
+
+    def any_order_tools(self, request: ToolRequest) -> list[str]:
+        """The names of ``request``'s tools whose top-level argument keys the constraint admits in any
+        order, repetition included: the output check enforces each key once and the required ones for
+        their calls (``key_check.py``). None unless a format says otherwise."""
+        return []
 
     def _check_builtin(self, request: ToolRequest) -> None:
         if not self.supports_builtin_tools and request.mode == "named" and request.tools[0].builtin:
@@ -178,6 +186,9 @@ class CallFormat(ToolFormat):
             self._trigger, self._trigger_is_token, self._lead_text = trig, False, ""
 
     # -- constraint ------------------------------------------------------------------------------
+    def any_order_tools(self, request: ToolRequest) -> list[str]:
+        return [t.name for t in request.function_tools if self.args.any_order(t)]
+
     def _call(self, t: ToolSpec, lit: LiteralText, ws: int | None) -> Fmt:
         pre, post = self.call_begin.split("{name}")
         parts: list[Fmt] = [lit(pre), const(t.name)]

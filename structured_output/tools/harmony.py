@@ -53,6 +53,11 @@ class HarmonyFormat(ToolFormat):
     supports_builtin_tools: bool = True
     START: str = "<|start|>assistant"
 
+    _ARGS = JsonArgs()
+
+    def any_order_tools(self, request: ToolRequest) -> list[str]:
+        return [t.name for t in request.tools if not t.builtin and self._ARGS.any_order(t)]
+
     def _call_header(self, t: ToolSpec, lit: LiteralText) -> Fmt:
         """A call's header after ``<|start|>assistant`` up to ``<|message|>``, in every form gpt-oss
         writes: the recipient in the role (the chat template: `` to=functions.N<|channel|>commentary
@@ -77,7 +82,7 @@ class HarmonyFormat(ToolFormat):
                        lit("<|end|>" + self.START))
         calls = []
         for t in request.tools:
-            args = JsonArgs().build(t, lit, max_whitespace)
+            args = self._ARGS.build(t, lit, max_whitespace)
             calls.append(seq(self._call_header(t, lit), args))
         head = opt(lit(self.START))
         if request.mode in ("required", "named"):

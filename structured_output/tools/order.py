@@ -23,6 +23,12 @@ every member may be absent unless required, and the separator goes only between 
   separator), so a mask fill inside it costs what it costs in one sequence.
 
 So a body of ``n`` members in ``k`` orders has at most ``2kn`` member copies (never ``n!`` or ``n²``).
+
+:func:`members_any_order` is the caller's order for formats whose templates keep it (every format but
+Gemma 4's): the caller's dict may be in any order, so a call's top-level keys are admitted in any
+order, each member once in the grammar and repeatable; uniqueness and the required keys are checked
+when the output is complete (``key_check.py``, which says why: an exact grammar needs a state per
+subset of the keys, and a structural tag, a tree, would spell out every order).
 A structural tag is a tree: an ``or`` of orders in every object would copy each nested object once
 per order of every enclosing level (``k^depth``). A format that admits several orders therefore
 applies one order to a whole call (Gemma 4's template sorts every level, a caller's dict keeps its
@@ -36,9 +42,10 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from .syntax import Fmt, const, opt, or_, seq
+from .syntax import Fmt, const, opt, or_, seq, star
 
-__all__ = ["KeyOrder", "KEY_ORDERS", "Member", "dictsort_keys", "orders_of", "members_in_orders"]
+__all__ = ["KeyOrder", "KEY_ORDERS", "Member", "dictsort_keys", "orders_of", "members_in_orders",
+           "members_any_order"]
 
 KeyOrder = Literal["schema", "sorted"]
 KEY_ORDERS: tuple[KeyOrder, ...] = ("schema", "sorted")
@@ -101,3 +108,15 @@ def members_in_orders(members: Sequence[Member], orders: Sequence[KeyOrder], sep
         raise ValueError("members_in_orders: duplicate keys")
     seqs = orders_of([m.key for m in members], orders or ("schema",))
     return or_(*[_joined([by_key[k] for k in ks], sep) for ks in seqs])
+
+
+def members_any_order(members: Sequence[Member], sep: Fmt) -> Fmt:
+    """An object body whose members come in any order, each any number of times (at least one member
+    when one is required), ``sep`` between two: one copy of each member. What the grammar lets
+    through beyond the schema (a key twice, a required key left out) is for the output check
+    (``key_check.py``)."""
+    if not members:
+        return const("")
+    one = or_(*[m.fmt for m in members])
+    body = seq(one, star(seq(sep, one)))
+    return body if any(m.required for m in members) else opt(body)

@@ -8,7 +8,10 @@
   content plus calls account for the whole text, so a caller can show or log what the model wrote);
 - a tool whose arguments the constraint checks (``ToolSpec.enforce``: ``strict: true``, strictness
   ``"parameter"``, or a forced call of a tool that does not say ``strict: false``) has its arguments
-  validated against its JSON schema (``jsonschema``); arguments that violate it stay content.
+  validated against its JSON schema (``jsonschema``); arguments that violate it stay content;
+- arguments that write a key of one object twice (at any depth) stay content, whatever the tool (JSON
+  leaves such an object's meaning to the reader; the XML and DSML readers keep both in the text they
+  read).
 """
 
 from __future__ import annotations
@@ -20,10 +23,38 @@ import jsonschema
 
 from .request import ToolRequest, ToolSpec
 
-__all__ = ["CallPolicy"]
+__all__ = ["CallPolicy", "duplicate_keys", "validator_for"]
 
 
-def _validator(schema: dict[str, Any]) -> Any:
+class _Pairs(list):
+    """A JSON object as its (key, value) pairs, duplicates kept."""
+
+
+def duplicate_keys(arguments: str) -> list[str]:
+    """The keys that an object of the arguments JSON text (at any depth) writes more than once, as
+    ``key`` at the top and ``path.key`` below (none for text that is not JSON)."""
+    try:
+        top = json.loads(arguments, object_pairs_hook=_Pairs)
+    except (ValueError, RecursionError):
+        return []
+    dups: list[str] = []
+    stack: list[tuple[Any, str]] = [(top, "")]
+    while stack:
+        node, path = stack.pop()
+        if isinstance(node, _Pairs):
+            seen: set[str] = set()
+            for k, v in node:
+                if k in seen and path + k not in dups:
+                    dups.append(path + k)
+                seen.add(k)
+                stack.append((v, f"{path}{k}."))
+        elif isinstance(node, list):
+            stack.extend((v, f"{path}{i}.") for i, v in enumerate(node))
+    return dups
+
+
+def validator_for(schema: dict[str, Any]) -> Any:
+    """The ``jsonschema`` validator of a tool's parameters (the draft its ``$schema`` names, else 2020-12)."""
     cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
     return cls(schema)
 
@@ -39,7 +70,7 @@ class CallPolicy:
         for t in self._tools.values():
             if t.enforce:
                 try:
-                    self._validators[t.name] = _validator(t.parameters)
+                    self._validators[t.name] = validator_for(t.parameters)
                 except ImportError:
                     raise
                 except Exception:  # a schema jsonschema cannot use: no call of it passes
@@ -54,7 +85,10 @@ class CallPolicy:
         return self.max_calls is not None and taken >= self.max_calls
 
     def arguments_ok(self, name: str, arguments: str) -> bool:
-        """Whether ``arguments`` (a JSON object text) pass the tool's schema, when it is checked."""
+        """Whether ``arguments`` (a JSON object text) write each key of an object once and pass the
+        tool's schema, when it is checked."""
+        if duplicate_keys(arguments):
+            return False
         if name not in self._validators:
             return True
         validator = self._validators[name]

@@ -71,12 +71,16 @@ def regex(pattern: str) -> Fmt:
 
 
 def json_fmt(schema: Mapping[str, Any] | bool, *, max_whitespace: int | None,
-             excludes: Sequence[str] = ()) -> Fmt:
+             excludes: Sequence[str] = (), any_order: bool = False) -> Fmt:
+    """A JSON value of ``schema``. ``any_order``: xgrammar's relaxed objects (every object's properties
+    in any order, each any number of times, required ones not enforced: see ``key_check.py``)."""
     f: Fmt = {"type": "json_schema", "json_schema": schema}
     if max_whitespace is not None:
         f["max_whitespace_cnt"] = max_whitespace
     if excludes:
         f["excludes"] = list(excludes)
+    if any_order:
+        f["any_order"] = True
     return f
 
 

@@ -7,8 +7,14 @@ value with a serializer of their own, the value style:
   ``["a", 1]``, ``{"k": "v"}``;
 - ``"py_scalars"``: ``tojson`` for mappings and sequences, Jinja's ``|string`` (Python's ``str``) for the
   rest (Qwen3.5): ``True``, ``None``, ``1e-05``, ``["a", 1]``;
-- ``"python"``: ``|string`` for every value (Qwen3-Coder): ``True``, ``None``, ``['a', 1]``,
-  ``{'k': 'v'}``.
+- ``"python"``: ``|string`` for every value (Qwen3-Coder's original template): ``True``, ``None``,
+  ``['a', 1]``, ``{'k': 'v'}``. The template exists in revisions that disagree on containers (vLLM's
+  example Qwen3-Coder template writes mappings and sequences with ``tojson``, i.e. Qwen3.5's rule), and
+  a Qwen3-Coder model may be served with either: a parameter's array or object is also admitted as
+  JSON (``["a", 1]``, ``{"k": true}``), JSON throughout its nesting; both read back to the same value.
+  The two spellings share one constraint (an ``or`` at the parameter's value: a Python repr and a JSON
+  text are told apart by their first quote or literal, and a text that is both, ``[1, 2]``, means the
+  same in both).
 
 A parameter's schema is split into the strings it admits (written raw) and the rest (written in the
 style)::
@@ -145,7 +151,7 @@ def value_fmt(schema: Any, defs: Mapping[str, Any], style: ValueStyle, *, close:
         if style == "json":
             alts.append(json_fmt(_with_defs(other, defs), max_whitespace=max_whitespace, excludes=[json_exclude]))
         else:
-            alts.append(_PyWriter(defs, style, close, json_exclude, max_whitespace).value(other, 0))
+            alts.append(_PyWriter(defs, style, close, json_exclude, max_whitespace).value(other, 0, top=True))
     return or_(*alts)
 
 
@@ -213,14 +219,17 @@ class _PyWriter:
         double = '"' + no_quote + "'" + with_apostrophe + '"'
         return or_(regex(single), regex(double))
 
-    def _literal(self, v: Any) -> Fmt:
+    def _literal(self, v: Any, top: bool = False) -> Fmt:
         if self.style == "py_scalars" and isinstance(v, (list, dict)):
-            text = json.dumps(v, ensure_ascii=False)
+            texts = [json.dumps(v, ensure_ascii=False)]
+        elif top and isinstance(v, (list, dict)):  # "python": a parameter's container also as JSON
+            texts = list(dict.fromkeys([python_literal(v), json.dumps(v, ensure_ascii=False)]))
         else:
-            text = python_literal(v)
-        if self.close in text or self.json_exclude in text:
-            raise ValueError(f"enum value {v!r} contains {self.json_exclude!r}, which a value cannot hold here")
-        return const(text)
+            texts = [python_literal(v)]
+        for text in texts:
+            if self.close in text or self.json_exclude in text:
+                raise ValueError(f"enum value {v!r} contains {self.json_exclude!r}, which a value cannot hold here")
+        return or_(*[const(t) for t in texts])
 
     def _scalars(self) -> list[Fmt]:
         return [json_fmt({"type": "number"}, max_whitespace=None), const("True"), const("False"), const("None")]
@@ -237,23 +246,26 @@ class _PyWriter:
             alts.append(seq(const("{"), opt(seq(member, star(seq(const(", "), member)))), const("}")))
         return or_(*alts)
 
-    def value(self, schema: Any, depth: int) -> Fmt:
+    def value(self, schema: Any, depth: int, *, top: bool = False) -> Fmt:
+        """``top``: the parameter's own value (not a value nested in it), where the ``python`` style
+        also admits an array or object as JSON."""
         s = _resolve(schema, self.defs)
         if s is True or s == {} or not isinstance(s, Mapping):
             return self._any(self.any_depth)
         if depth > _MAX_SCHEMA_DEPTH:
             raise ValueError("schema nested too deeply for a Python-literal value")
         if "const" in s:
-            return self._literal(s["const"])
+            return self._literal(s["const"], top)
         if isinstance(s.get("enum"), list) and s["enum"]:
-            return or_(*[self._literal(v) for v in s["enum"]])
+            return or_(*[self._literal(v, top) for v in s["enum"]])
         for key in ("anyOf", "oneOf"):
             if isinstance(s.get(key), list) and s[key]:
                 base = {k: v for k, v in s.items() if k != key}
-                return or_(*[self.value({**base, **a} if isinstance(a, Mapping) else a, depth + 1) for a in s[key]])
+                return or_(*[self.value({**base, **a} if isinstance(a, Mapping) else a, depth + 1, top=top)
+                             for a in s[key]])
         t = s.get("type")
         if isinstance(t, list):
-            return or_(*[self.value({**s, "type": x}, depth + 1) for x in t])
+            return or_(*[self.value({**s, "type": x}, depth + 1, top=top) for x in t])
         if t is None:
             t = "object" if "properties" in s else ("array" if "items" in s else None)
         if t in ("integer", "number"):
@@ -262,18 +274,22 @@ class _PyWriter:
             return or_(const("True"), const("False"))
         if t == "null":
             return const("None")
-        if t in ("array", "object") and self.style == "py_scalars":
-            return json_fmt(_with_defs(s, self.defs), max_whitespace=self.ws, excludes=[self.json_exclude])
+        if t in ("array", "object"):
+            as_json = json_fmt(_with_defs({**s, "type": t}, self.defs), max_whitespace=self.ws,
+                               excludes=[self.json_exclude])
+            if self.style == "py_scalars":
+                return as_json
+            as_python = self._array(s, depth) if t == "array" else self._object(s, depth)
+            return or_(as_python, as_json) if top else as_python
         if t == "string":
             return self._string()
-        if t == "array":
-            item = self.value(s.get("items", True), depth + 1)
-            tail = star(seq(const(", "), item))
-            body = seq(item, tail) if int(s.get("minItems", 0) or 0) >= 1 else opt(seq(item, tail))
-            return seq(const("["), body, const("]"))
-        if t == "object":
-            return self._object(s, depth)
         return self._any(self.any_depth)
+
+    def _array(self, s: Mapping[str, Any], depth: int) -> Fmt:
+        item = self.value(s.get("items", True), depth + 1)
+        tail = star(seq(const(", "), item))
+        body = seq(item, tail) if int(s.get("minItems", 0) or 0) >= 1 else opt(seq(item, tail))
+        return seq(const("["), body, const("]"))
 
     def _object(self, s: Mapping[str, Any], depth: int) -> Fmt:
         props: Mapping[str, Any] = s.get("properties") or {}
@@ -329,17 +345,19 @@ def _parse(text: str, style: ValueStyle) -> tuple[bool, Any]:
         return True, _PY_WORDS[t]
     if not json_depth_ok(t):
         return False, None
+    try:
+        # JSON first: in "python" a container may be JSON (see the module docstring), whose ``<\/``
+        # Python would read as two characters; a Python repr that is also JSON means the same in both
+        return True, json.loads(t)
+    except (json.JSONDecodeError, RecursionError):
+        pass
     if style == "python" and t[:1] in "[{'\"":
         try:
             v = ast.literal_eval(t)
         except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
-            pass
-        else:
-            return (True, v) if _jsonable(v) else (False, None)
-    try:
-        return True, json.loads(t)
-    except (json.JSONDecodeError, RecursionError):
-        return False, None
+            return False, None
+        return (True, v) if _jsonable(v) else (False, None)
+    return False, None
 
 
 def _json_type_ok(other: Any, defs: Mapping[str, Any], v: Any, depth: int = 0) -> bool:
