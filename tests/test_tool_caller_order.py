@@ -218,3 +218,25 @@ def test_a_malformed_key_check_is_refused_when_the_constraint_is_made(spec: str)
     with pytest.raises(ValueError, match="invalid tool key check"):
         Constraint.structural_tag({"type": "structural_tag", "format": {"type": "const_string", "value": "x"}},
                                   keys_check=spec)
+
+
+@pytest.mark.parametrize("renderer", ["hermes", "qwen3_6", "deepseek_v4"])
+def test_key_order_schema_is_exact_token_by_token(renderer: str):
+    """``key_order="schema"``: the caller's order is masked at its first key out of order, and a call
+    that leaves a required key out cannot end (rejected at the token that would end it, not at the
+    stop token); the schema's order passes whole."""
+    fam = _fam(renderer)
+    c = build_tool_constraint([HTTP], "required", format=fam.fmt, key_order="schema")
+    assert c != build_tool_constraint([HTTP], "required", format=fam.fmt)  # another grammar, another cache key
+    v = vocab(fam.vocab)
+    in_order = {"method": "GET", "url": "https://example.com/", "retries": 2, "headers": {"a": "x", "b": "y"}}
+    finish(fam, c, fam.thinking + _body(renderer, in_order))
+    for args in (CALLER, {"method": "GET"}):
+        ids = v.encode(fam.thinking + _body(renderer, args))
+        rejected = run_stream(fam, c, ids)  # checks each token against its row: rejected means masked out
+        assert rejected is not None, f"{renderer}: {args} passed under key_order='schema'"
+
+
+def test_key_order_is_checked():
+    with pytest.raises(ValueError, match="key_order"):
+        build_tool_constraint([HTTP], "required", format="hermes", key_order="sorted")

@@ -32,8 +32,8 @@ from .json_calls import JsonCallsFormat
 from .marked import MAX_ARGUMENT_DEPTH, MarkedText
 from .pending import MarkedDecoder
 from .policy import CallPolicy
-from .request import (MAX_TOOL_SCHEMA_DEPTH, STRICTNESS_LEVELS, Strictness, ToolChoiceMode, ToolRequest, ToolSpec,
-                      normalize_tool_request, tool_calls_json_schema)
+from .request import (MAX_TOOL_SCHEMA_DEPTH, STRICTNESS_LEVELS, KeyOrder, Strictness, ToolChoiceMode, ToolRequest,
+                      ToolSpec, normalize_tool_request, tool_calls_json_schema, with_key_order)
 from .results import ToolCall, ToolCallsResult
 from .stream import ToolStream, ToolStreamDelta
 
@@ -41,7 +41,7 @@ __all__ = [
     "build_tool_constraint", "get_tool_reader", "ToolReader", "list_tool_formats", "get_tool_format",
     "register_tool_format", "normalize_tool_request", "tool_calls_json_schema",
     "ToolRequest", "ToolSpec", "ToolCall", "ToolCallsResult", "ToolFormat", "CallFormat", "HarmonyFormat",
-    "JsonCallsFormat", "Strictness", "ToolChoiceMode", "STRICTNESS_LEVELS", "DEFAULT_TOOL_MAX_WHITESPACE",
+    "JsonCallsFormat", "Strictness", "KeyOrder", "ToolChoiceMode", "STRICTNESS_LEVELS", "DEFAULT_TOOL_MAX_WHITESPACE",
     "MarkedText", "CallPolicy", "MAX_ARGUMENT_DEPTH", "MAX_TOOL_SCHEMA_DEPTH", "ToolStream", "ToolStreamDelta",
     "MarkedDecoder",
 ]
@@ -56,6 +56,7 @@ def build_tool_constraint(
     strictness: Strictness = "auto",
     vocabulary: Vocabulary | None = None,
     max_whitespace: int | None = DEFAULT_TOOL_MAX_WHITESPACE,
+    key_order: KeyOrder = "any",
 ) -> Constraint | None:
     """The constraint for an OpenAI-shaped tool request in ``format``'s call syntax, or None when the
     request asks for none (``auto`` / ``none`` without a strict tool or a strictness that asks).
@@ -66,7 +67,11 @@ def build_tool_constraint(
     Markers are named as token strings; the manager resolves them. With ``vocabulary`` the free text
     of ``auto`` excludes every control token but the stop tokens (not only the family's markers), and a
     marker that is ordinary text in that vocabulary is matched as text. ``max_whitespace`` caps
-    consecutive whitespace inside JSON arguments (None: no cap).
+    consecutive whitespace inside JSON arguments (None: no cap). ``key_order``: ``"any"`` (default) admits
+    an enforced tool's argument keys in any order where the format's template keeps the caller's order
+    (every format but ``gemma4``, whose template sorts): a key written twice or a required key left out
+    is then caught by the key check when the output ends (the request ends in ``ERROR``), not masked;
+    ``"schema"`` admits the schema's order only, exact token by token (what xgrammar's JSON schemas do).
 
     Raises ``ValueError`` for a bad request (see :func:`normalize_tool_request`), an unknown format
     (listing the known ones), or a schema the format cannot write. The caller's tools are never
@@ -77,6 +82,7 @@ def build_tool_constraint(
         raise ValueError(f"max_whitespace must be a positive integer or None, got {max_whitespace!r}")
     request = normalize_tool_request(tools, tool_choice, parallel_tool_calls=parallel_tool_calls,
                                      strictness=strictness)
+    request = with_key_order(request, key_order)
     return fmt.constraint(request, vocabulary=vocabulary, max_whitespace=max_whitespace)
 
 

@@ -153,7 +153,7 @@ class JsonArgs(ArgsSyntax):
     caller_order: bool = True
 
     def any_order(self, tool: ToolSpec) -> bool:
-        return self.caller_order and tool.enforce and _has_object_of_keys(tool.parameters)
+        return self.caller_order and tool.enforce and tool.any_key_order and _has_object_of_keys(tool.parameters)
 
     def build(self, tool: ToolSpec, lit: LiteralText, max_whitespace: int | None) -> Fmt:
         return json_fmt(tool.schema, max_whitespace=max_whitespace, any_order=self.any_order(tool))
@@ -304,7 +304,8 @@ class XmlArgs(ArgsSyntax):
 
     def any_order(self, tool: ToolSpec) -> bool:
         props = tool.parameters.get("properties")
-        return self.caller_order and tool.enforce and isinstance(props, Mapping) and len(props) >= 2
+        return self.caller_order and tool.enforce and tool.any_key_order and isinstance(props, Mapping) \
+            and len(props) >= 2
 
     def read(self, src: MarkedText, pos: int, tool: ToolSpec, lit: LiteralText) -> tuple[str, int]:
         raise NotImplementedError("XmlArgs.read_until needs the call end")

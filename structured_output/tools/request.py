@@ -19,6 +19,8 @@ Bad requests raise ``ValueError`` naming the cause.
 
 from __future__ import annotations
 
+import dataclasses
+
 import copy
 import json
 import re
@@ -26,11 +28,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-__all__ = ["ToolSpec", "ToolRequest", "ToolChoiceMode", "Strictness", "normalize_tool_request",
+__all__ = ["ToolSpec", "ToolRequest", "ToolChoiceMode", "Strictness", "KeyOrder", "with_key_order", "normalize_tool_request",
            "STRICTNESS_LEVELS", "tool_calls_json_schema", "MAX_TOOL_SCHEMA_DEPTH"]
 
 ToolChoiceMode = Literal["none", "auto", "required", "named"]
 Strictness = Literal["auto", "function", "parameter"]
+KeyOrder = Literal["any", "schema"]
 STRICTNESS_LEVELS: tuple[str, ...] = ("auto", "function", "parameter")
 
 ANY_OBJECT: dict[str, Any] = {"type": "object"}
@@ -79,6 +82,9 @@ class ToolSpec:
     enforce: bool
     builtin: bool = False
     builtin_type: str | None = None
+    any_key_order: bool = True
+    """Whether the format may admit the arguments' keys in any order where its template keeps the
+    caller's order (see ``build_tool_constraint``'s ``key_order``); False keeps the schema's order."""
 
     @property
     def schema(self) -> dict[str, Any]:
@@ -379,3 +385,17 @@ def tool_calls_json_schema(request: ToolRequest) -> dict[str, Any]:
         schema["maxItems"] = 1
     schema.update(defs)
     return schema
+
+
+def with_key_order(request: ToolRequest, key_order: KeyOrder) -> ToolRequest:
+    """``request`` with its tools' keys admitted in ``key_order``: ``"any"`` (the caller's order, where the
+    format's template keeps it: a key twice or a required key left out is then caught by the key check
+    at the end of the output, not masked) or ``"schema"`` (the schema's order only, exact token by
+    token). ``ValueError`` for another value."""
+    if key_order not in ("any", "schema"):
+        raise ValueError(f"key_order must be 'any' or 'schema', got {key_order!r}")
+    if key_order == "any":
+        return request
+    def fixed(ts: tuple[ToolSpec, ...]) -> tuple[ToolSpec, ...]:
+        return tuple(dataclasses.replace(t, any_key_order=False) for t in ts)
+    return dataclasses.replace(request, tools=fixed(request.tools), all_tools=fixed(request.all_tools))
