@@ -21,6 +21,7 @@ SUBBENCHMARKS: dict[str, tuple[str, str]] = {
     "gil": ("bench.gil", "whether xgrammar's fill / accept calls release the GIL: a pure-Python thread beside each"),
     "tools": ("bench.tools", "tool-choice constraint compile time, cold and cached, per format"),
     "jsonws": ("bench.jsonws", "JSON whitespace bound: compile, memory and fill vs xgrammar's defaults on real schemas"),
+    "first_token": ("bench.first_token", "time to the first constrained token for cold real schemas: compile while thinking off vs on"),
     "hostile": ("bench.hostile", "add_request cost and a trivial schema's time-to-ready while hostile compiles run"),
     "parse": ("bench.parse", "front-end Parser: per-delta cost at 1k / 10k / 100k output tokens, per tool format"),
     "vllm": ("bench.vllm", "thinkgate's manager vs vLLM 0.34's StructuredOutputManager, per step, same requests"),
