@@ -67,6 +67,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-thinking-tokens", type=int, default=None,
                    help="thinking budget of every request (default: none); the stand-in model writes its "
                         "answer after a forced end of thinking")
+    p.add_argument("--compile-while-thinking", action="store_true",
+                   help="managers built with compile_while_thinking=True: a thinking request is scheduled "
+                        "while its constraint compiles (its rows hold the end of its thinking off)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", default=None, help="JSON-lines file to append to (default: bench-results/loop.jsonl)")
     p.add_argument("--plot", default=str(RESULTS_DIR / "loop.png"),
@@ -167,6 +170,7 @@ def main(args: argparse.Namespace) -> int:
                 "finished": t.finished, "invalid": t.invalid, "truncated": t.truncated, "errors": t.errors,
                 "diverged": t.diverged, "tokens": t.tokens, "forced_ends": t.forced_ends,
                 "max_thinking_tokens": args.max_thinking_tokens,
+                "compile_while_thinking": args.compile_while_thinking,
             }
             if args.jump_forward:
                 row.update(jf_saved=t.jf_tokens / t.content if t.content else 0.0, jf_tokens=t.jf_tokens,
@@ -226,7 +230,8 @@ def _run_config(B, k, args, vocab, compiler, torch, xgr, kernels, Manager, Workl
         raise SystemExit(f"unknown request kinds {unknown}; known: {', '.join(DEFAULT_MIX)}")
     workload = Workload(vocab, seed=args.seed * 1000 + B * 10 + k, think_fraction=args.think_fraction,
                         tool_format=args.tool_format, mix={x: DEFAULT_MIX[x] for x in kinds})
-    mgr = Manager(vocab, "qwen3", max_num_seqs=B, num_speculative_tokens=k, compiler=compiler)
+    mgr = Manager(vocab, "qwen3", max_num_seqs=B, num_speculative_tokens=k, compiler=compiler,
+                  compile_while_thinking=args.compile_while_thinking)
     V = vocab.logits_width
     n_rows = B * (1 + k)
     gen = torch.Generator().manual_seed(args.seed + B + k)

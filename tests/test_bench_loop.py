@@ -52,3 +52,23 @@ def test_help_lists_subbenchmarks(capsys):
     text = capsys.readouterr().out
     for name in ("loop", "reasoning", "kernels", "step", "tools"):
         assert name in text
+
+
+@pytest.mark.slow
+def test_loop_with_all_four_scheduler_features(tmp_path, capsys):
+    """Compile while thinking, a thinking budget, jump-forward and the overlapped fill together: every
+    output checked is valid, no request errs, and each feature did something."""
+    out = tmp_path / "loop.jsonl"
+    rc = main(["loop", "--batches", "4", "--drafts", "0,2", "--steps", "25", "--warmup", "1",
+               "--compile-while-thinking", "--max-thinking-tokens", "12", "--jump-forward", "8", "--overlap",
+               "--out", str(out), "--plot", ""])
+    text = capsys.readouterr().out
+    assert rc == 0, text
+    checked = re.search(r"outputs checked: (\d+); invalid outputs: (\d+)", text)
+    assert checked and int(checked[1]) > 0 and checked[2] == "0", text
+    rows = read_rows(out, "loop", [*COLUMNS, "errors", "forced_ends", "compile_while_thinking"])
+    assert all(r["compile_while_thinking"] for r in rows)
+    assert all(r["invalid"] == 0 and r["errors"] == 0 for r in rows)
+    assert sum(r["forced_ends"] for r in rows) > 0
+    assert all(r["overlap_mismatch"] == 0 for r in rows)
+    assert all(r["jf_calls"] > 0 for r in rows)
