@@ -1,8 +1,8 @@
 """``python -m bench first_token``: time to the first constrained token, compile while thinking off and on.
 
 A batch of thinking requests, each with a cold real JSON schema (distinct schemas of
-``tests/data/jsonschemas/corpus.json``, a fresh compiler per mode, so every compile misses every
-cache), is added at once to a manager on the Qwen3.6 vocabulary with the ``qwen3`` parser. A stand-in
+``tests/data/jsonschemas/corpus.json``, the same ones in both modes, each mode on a fresh compiler
+whose new worker processes have empty caches), is added at once to a manager on the Qwen3.6 vocabulary with the ``qwen3`` parser. A stand-in
 model runs the steps: each step schedules the requests that are ready, fills their rows, waits
 ``--step-ms`` (the forward pass), then commits one token per request: ``--think`` thinking tokens,
 then ``</think>`` (when its row bans it, the model writes one more thinking token instead: the row
@@ -28,7 +28,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--schemas", type=int, default=16, help="requests (one distinct cold schema each)")
     p.add_argument("--think", type=int, default=32, help="thinking tokens each request's script writes")
     p.add_argument("--step-ms", type=float, default=20.0, help="the stand-in forward pass per step, in ms")
-    p.add_argument("--repeat", type=int, default=1, help="runs per mode, interleaved (each with fresh schemas)")
+    p.add_argument("--repeat", type=int, default=1, help="runs per mode, interleaved (each repetition: new schemas)")
     p.add_argument("--out", default=None, help="JSON-lines file (default bench-results/first_token.jsonl)")
     p.add_argument("--no-write", action="store_true", help="do not append the rows to a results file")
 
@@ -104,9 +104,9 @@ def main(args: argparse.Namespace) -> int:
 
     vocab = load_vocabulary("qwen3_6")
     corpus = load_corpus()
-    need = args.schemas * 2 * args.repeat
+    need = args.schemas * args.repeat
     if need > len(corpus):
-        raise SystemExit(f"--schemas x 2 x --repeat = {need} cold schemas; the corpus has {len(corpus)}")
+        raise SystemExit(f"--schemas x --repeat = {need} schemas; the corpus has {len(corpus)}")
     times: dict[bool, list[float]] = {False: [], True: []}
     helds: dict[bool, int] = {False: 0, True: 0}
     k = 0
@@ -114,9 +114,9 @@ def main(args: argparse.Namespace) -> int:
         for on in (False, True):
             progress(f"run {rep + 1}/{args.repeat}, compile_while_thinking={on}: {args.schemas} cold schemas")
             t, h = _run(vocab, [e["schema"] for e in corpus[k:k + args.schemas]], on, args.think, args.step_ms / 1e3)
-            k += args.schemas
             times[on] += t
             helds[on] += h
+        k += args.schemas  # both modes take the same schemas, each on a fresh compiler (cold: new workers)
     rows = []
     base = statistics.median(times[False])
     for on in (False, True):
