@@ -14,7 +14,7 @@ from typing import Literal
 import xgrammar as xgr
 
 from .buffer import BitmaskBuffer
-from .whitespace import BoundedMatcher, RowClear, clear_rows
+from .whitespace import BoundedMatcher
 
 __all__ = ["Walk", "RowFiller", "auto_fill_threads"]
 
@@ -93,19 +93,13 @@ class RowFiller:
             _whitespace_rows(sb, matchers, n0)
         else:
             i = n0
-            places: list[int] = []  # the rows of bounded matchers, cleared together after the fills
-            clears: list[RowClear] = []
+            npmask = sb.bitmask_np
             for m in matchers:
-                if isinstance(m, BoundedMatcher):
-                    m.fill_next_token_bitmask(bitmask, i, clear=False)
-                    if m.ws_clear is not None:
-                        places.append(i)
-                        clears.append(m.ws_clear)
+                if isinstance(m, BoundedMatcher):  # its whitespace bound, on the buffer's numpy view
+                    m.fill_next_token_bitmask(bitmask, i, npmask)
                 else:
                     m.fill_next_token_bitmask(bitmask, i)
                 i += 1
-            if places:
-                clear_rows(sb.bitmask_np, places, clears)
         empty = sb.row_is_empty
         for i in range(n0, n0 + len(matchers)):
             if empty(i):  # rare: keep the rows that allow something, in place order
@@ -292,18 +286,14 @@ class RowFiller:
 def _whitespace_rows(sb: BitmaskBuffer, matchers: list[xgr.GrammarMatcher], n0: int) -> None:
     """After xgrammar's batch fill of ``matchers`` into places ``n0 ..`` (which bypasses
     :meth:`BoundedMatcher.fill_next_token_bitmask`): narrow the rows of bounded matchers."""
-    places: list[int] = []
-    clears: list[RowClear] = []
+    npmask = sb.bitmask_np
     i = n0
     for m in matchers:
         if isinstance(m, BoundedMatcher):
             c = m.ws_clear
             if c is not None:
-                places.append(i)
-                clears.append(c)
+                c.apply(npmask, i)
         i += 1
-    if places:
-        clear_rows(sb.bitmask_np, places, clears)
 
 
 def auto_fill_threads() -> int:

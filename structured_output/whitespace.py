@@ -49,7 +49,7 @@ from typing import Any
 import numpy as np
 import xgrammar as xgr
 
-__all__ = ["WhitespaceLexicon", "WhitespaceBound", "RowClear", "BoundedMatcher", "clear_rows"]
+__all__ = ["WhitespaceLexicon", "WhitespaceBound", "RowClear", "BoundedMatcher"]
 
 _OUT, _STR, _ESC = 0, 1, 2
 _WS = np.zeros(256, dtype=bool)
@@ -85,33 +85,6 @@ class RowClear:
             r[self.idx] &= self.keep
         else:
             np.bitwise_and(r, self.row, out=r)
-
-    def apply_rows(self, bitmask: np.ndarray, rows: list[int]) -> None:
-        """:meth:`apply` on several rows at once (one numpy call for all of them)."""
-        if len(rows) == 1:
-            self.apply(bitmask, rows[0])
-        elif self.row is None:
-            ix = np.ix_(rows, self.idx)
-            bitmask[ix] &= self.keep
-        else:
-            bitmask[rows] &= self.row
-
-
-def clear_rows(bitmask: np.ndarray, places: list[int], clears: list[RowClear]) -> None:
-    """Apply ``clears[k]`` to row ``places[k]`` of ``bitmask``, the rows of one clear (one lexer state)
-    together: a numpy call per state instead of one per row."""
-    if len(places) == 1:
-        clears[0].apply(bitmask, places[0])
-        return
-    groups: dict[int, tuple[RowClear, list[int]]] = {}
-    for i, c in zip(places, clears):
-        g = groups.get(id(c))
-        if g is None:
-            groups[id(c)] = (c, [i])
-        else:
-            g[1].append(i)
-    for c, rows in groups.values():
-        c.apply_rows(bitmask, rows)
 
 
 class WhitespaceBound:
@@ -316,14 +289,12 @@ class BoundedMatcher(xgr.GrammarMatcher):
         self.ws_clear = self.ws_bound.clears[0]
 
     def fill_next_token_bitmask(self, bitmask: Any, index: int = 0, np_bitmask: np.ndarray | None = None, *,
-                                debug_print: bool = False, clear: bool = True) -> bool:
+                                debug_print: bool = False) -> bool:
         """xgrammar's fill of row ``index``, then the bound's clear of it. ``np_bitmask``: the same
-        buffer as a numpy array, when the caller has it (else it is taken from ``bitmask``).
-        ``clear=False``: xgrammar's fill alone; the caller applies ``ws_clear`` itself (for the rows of
-        a batch together: :func:`clear_rows`)."""
+        buffer as a numpy array, when the caller has it (else it is taken from ``bitmask``)."""
         needs = super().fill_next_token_bitmask(bitmask, index, debug_print=debug_print)
         c = self.ws_clear
-        if c is not None and clear:
+        if c is not None:
             if np_bitmask is None:
                 np_bitmask = bitmask.numpy() if hasattr(bitmask, "numpy") else np.asarray(bitmask)
             c.apply(np_bitmask, index)

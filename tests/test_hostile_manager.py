@@ -407,10 +407,10 @@ def test_second_thread_calling_while_another_is_inside_raises_naming_both(qwen_v
         m = mgr._requests["r"].matcher
         fill = m.fill_next_token_bitmask
 
-        def slow_fill(*a, **kw):
+        def slow_fill(*a):
             inside.set()
             assert release.wait(30)
-            return fill(*a, **kw)
+            return fill(*a)
 
         m.fill_next_token_bitmask = slow_fill
         out = {}
