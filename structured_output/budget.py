@@ -86,6 +86,15 @@ class ThinkingBudget:
         return row
 
     @staticmethod
+    def remaining(req: RequestState) -> list[int]:
+        """The forced tokens a thinking request has not committed yet: the rest of its end of thinking
+        once its budget point is behind it (``req.forced`` is kept from that point), else ``[]``."""
+        limit = req.think_limit
+        if limit is None or req.forced is None or req.n_out < limit:
+            return []
+        return list(req.forced[req.n_out - limit:])
+
+    @staticmethod
     def plan(req: RequestState, drafts: Sequence[int]) -> Forcing | None:
         """The forced rows of a thinking request with a budget (``req.think_limit``) in a step with
         ``drafts``; None when none of its rows is forced (the budget point lies past the step, or the

@@ -798,7 +798,9 @@ class StructuredOutputManager:
         :mod:`.jump_forward`). Token ``i`` is the only token the mask allows after the committed
         tokens and tokens ``0 .. i-1``; the list stops before a position with a choice, before a
         stop token, and at ``max_tokens``. Empty for a request that is not past its thinking (the
-        thinking is never constrained), terminated, in error, unconstrained or still compiling.
+        thinking is never constrained), terminated, in error, unconstrained or still compiling;
+        except a thinking request past its ``max_thinking_tokens``: its rows force the rest of its
+        family's end of thinking, and those tokens are listed (the list stops at the end of thinking).
 
         Nothing moves: the engine appends the tokens to the request without a model step and
         commits them with ``accept_tokens(request_id, tokens)`` (they count as sampled tokens),
@@ -811,6 +813,8 @@ class StructuredOutputManager:
         if req.future is not None:
             self._resolve(req)
         m = req.matcher
+        if req.status is THINKING:
+            return self._budget.remaining(req)[:int(max_tokens)]
         if req.status is not CONSTRAINED or m is None:
             return []
         return self._jump.forced(m, int(max_tokens))

@@ -537,3 +537,30 @@ def test_the_budget_forces_the_end_while_the_constraint_still_compiles(k):
         assert t in allowed(mgr.grammar_bitmask(["r"]).bitmask[0].numpy())
         res = mgr.accept_tokens("r", [t])
     assert res.status == "terminated"
+
+
+@pytest.mark.parametrize("fam,budget", [("qwen3", 1), ("deepseek_v4", 9), ("mistral", 0), ("hunyuan", 9),
+                                        ("granite", 12), ("gptoss", 9)])
+def test_jump_forward_lists_the_forced_end_of_thinking(fam, budget):
+    """``forced_tokens`` of a thinking request: nothing before its budget point, then exactly the rest of
+    the end its rows force (each token the only one its row allows), shrinking as they are committed."""
+    f = FAMILIES[fam]
+    v = vocab_of(f.vocab)
+    mgr = manager(v, f.parser)
+    mgr.add_request("r", Constraint.json_schema(SCHEMA), v.encode(f.prompt), chat_template_kwargs=f.kwargs,
+                    max_thinking_tokens=budget)
+    wait_ready(mgr, "r")
+    for t in v.encode(f.think)[:budget]:
+        assert mgr.forced_tokens("r") == []  # the thinking is never constrained before the budget point
+        assert mgr.accept_tokens("r", [t]).ok
+    listed = mgr.forced_tokens("r")
+    assert listed == v.encode(EXPECTED[fam, budget])
+    assert mgr.forced_tokens("r", max_tokens=1) == listed[:1]
+    for i, t in enumerate(listed):
+        assert mgr.forced_tokens("r") == listed[i:]
+        batch = mgr.grammar_bitmask(["r"])
+        assert batch is not None and batch.request_ids[0] == "r"
+        assert allowed(batch.bitmask[0].numpy()).tolist() == [t]
+        assert mgr.accept_tokens("r", [t]).ok
+    assert mgr.status("r") == RequestStatus.CONSTRAINED  # the thinking ended on the last listed token
+    mgr.close()
