@@ -209,7 +209,8 @@ class StructuredOutputManager:
 
     Jump-forward (optional, between 5 and the next 3): ``forced_tokens(id, max_tokens)`` lists the
     tokens the grammar forces next, each the only token its mask allows (never a stop token; nothing
-    while thinking, after the end, in error or unconstrained; see :mod:`.jump_forward`). It moves
+    while thinking, except the rest of an end of thinking that a budget forces, and nothing after the
+    end, in error or unconstrained; see :mod:`.jump_forward`). It moves
     nothing; the engine appends them to the request without a model step and commits them with
     ``accept_tokens(id, tokens)`` like sampled tokens, before the request's next
     ``grammar_bitmask`` (its drafts, if any, follow them). Costs at most ``max_tokens`` fills.
