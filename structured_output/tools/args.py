@@ -29,7 +29,7 @@ from .request import ToolSpec
 from .syntax import Fmt, LiteralText, const, json_fmt, no_substring_regex, opt, or_, regex, seq, star
 from .xml_values import VALUE_STYLES, ValueStyle, read_value, value_fmt
 
-__all__ = ["ArgsSyntax", "JsonArgs", "XmlArgs", "GemmaArgs", "NoMatch", "resolve_ref", "is_raw_string"]
+__all__ = ["ArgsSyntax", "JsonArgs", "XmlArgs", "GemmaArgs", "NoMatch", "resolve_ref"]
 
 
 class NoMatch(Exception):
@@ -49,23 +49,6 @@ def resolve_ref(schema: Any, defs: Mapping[str, Any], *, depth: int = 0) -> Any:
             raise ValueError(f"unresolvable $ref {ref!r}")
         depth += 1
     return schema
-
-
-def is_raw_string(schema: Any, defs: Mapping[str, Any]) -> bool:
-    """True when an XML parameter with this schema is written as raw text (a string parameter):
-    ``type: string``, or an ``enum`` / ``const`` of strings without a type. Anything else is JSON."""
-    s = resolve_ref(schema, defs)
-    if not isinstance(s, Mapping):
-        return False
-    t = s.get("type")
-    if t == "string":
-        return True
-    if t is None:
-        if "const" in s:
-            return isinstance(s["const"], str)
-        if "enum" in s and isinstance(s["enum"], list) and s["enum"]:
-            return all(isinstance(v, str) for v in s["enum"])
-    return False
 
 
 def _defs_of(schema: Mapping[str, Any]) -> dict[str, Any]:
@@ -176,18 +159,17 @@ class JsonArgs(ArgsSyntax):
 
 @dataclass(frozen=True)
 class XmlArgs(ArgsSyntax):
-    """One element per parameter: ``param_begin`` (with ``{key}``, and ``{string}`` -> ``true`` /
-    ``false`` for DSML), the value, ``param_end``. ``close`` is the closing tag inside ``param_end``
+    """One element per parameter: ``param_begin`` (with ``{key}``), the value, ``param_end``. ``close`` is the closing tag inside ``param_end``
     that a value never contains. An enforced tool's parameters come in any order (``caller_order``,
     two or more declared), a name possibly repeated and a required one possibly left out until the
     key check at the end of the output (``key_check.py``); else (one parameter, ``caller_order=False``)
     in the schema's order, required ones enforced by the grammar.
-    A tool whose arguments are not enforced takes any parameter names with raw text values (DSML:
-    raw or JSON as its ``string`` attribute says).
+    A tool whose arguments are not enforced takes any parameter names with raw text values. DSML,
+    whose ``string`` attribute says how each value is written, is :class:`~.dsml.DsmlArgs`.
 
     ``values``: how the template writes a value that is not a string (``xml_values.py``: ``"json"``,
     ``"py_scalars"``, ``"python"``); the reader types every value by the tool's schema, enforced or
-    not. Without ``{string}``, a parameter name is written literally: any declared name is accepted
+    not. A parameter name is written literally: any declared name is accepted
     but one holding a control token of the family or the character that ends a name in this syntax
     (``>`` in ``<parameter=K>``, ``"`` in ``name="K"``), which is a ``ValueError`` naming the tool and
     the parameter."""
@@ -214,12 +196,6 @@ class XmlArgs(ArgsSyntax):
         exclusion compiles several times faster than the whole closing tag."""
         return "</" if self.close.startswith("</") else self.close
 
-    @property
-    def _has_string_attr(self) -> bool:
-        return "{string}" in self.param_begin
-
-    def _begin(self, key: str, raw: bool) -> str:
-        return self.param_begin.replace("{key}", key).replace("{string}", "true" if raw else "false")
 
     def _raw_value(self, sub: Mapping[str, Any] | None) -> Fmt:
         if sub is not None:
@@ -234,36 +210,18 @@ class XmlArgs(ArgsSyntax):
         return regex(no_substring_regex(self.close))
 
     def _param(self, key: str, sub: Any, defs: Mapping[str, Any], lit: LiteralText, ws: int | None) -> Fmt:
-        if not self._has_string_attr:
-            value = value_fmt(sub, defs, self.values, close=self.close, json_exclude=self._json_exclude,
-                              max_whitespace=ws)
-            return seq(lit(self._begin(key, True)), value, lit(self.param_end))
-        raw = is_raw_string(sub, defs)
-        if raw:
-            value = self._raw_value(resolve_ref(sub, defs))
-        else:
-            value = json_fmt(_with_defs(sub, defs), max_whitespace=ws, excludes=[self._json_exclude])
-        return seq(lit(self._begin(key, raw)), value, lit(self.param_end))
+        value = value_fmt(sub, defs, self.values, close=self.close, json_exclude=self._json_exclude,
+                          max_whitespace=ws)
+        return seq(lit(self.param_begin.replace("{key}", key)), value, lit(self.param_end))
 
     def _any_param(self, lit: LiteralText, ws: int | None, declared: tuple[str, ...] = ()) -> Fmt:
         """A parameter of any name (the key pattern, or one of ``declared`` written literally)."""
         pre, post = self.param_begin.split("{key}")
         names = [k for k in declared if not re.fullmatch(self.key_pattern, k)]
         key = or_(regex(self.key_pattern), *[const(k) for k in names]) if names else regex(self.key_pattern)
-        raw = seq(lit(pre), key, lit(post.replace("{string}", "true")),
-                  regex(no_substring_regex(self.close)), lit(self.param_end))
-        if not self._has_string_attr:
-            return raw
-        js = seq(lit(pre), regex(self.key_pattern), lit(post.replace("{string}", "false")),
-                 json_fmt(True, max_whitespace=ws, excludes=[self._json_exclude]), lit(self.param_end))
-        return or_(raw, js)
+        return seq(lit(pre), key, lit(post), regex(no_substring_regex(self.close)), lit(self.param_end))
 
     def _check_key(self, tool: ToolSpec, key: str, lit: LiteralText) -> None:
-        if self._has_string_attr:
-            if not re.fullmatch(self.key_pattern, key):
-                raise ValueError(f"tool {tool.name!r}: parameter name {key!r} cannot be written in this format "
-                                 f"(must match {self.key_pattern})")
-            return
         post = self.param_begin.split("{key}")[1]
         first = lit.split(post)[0] if post else (False, "")
         end = first[1] if first[0] else post[:1]  # what ends a name: a marker, or a character
@@ -274,7 +232,7 @@ class XmlArgs(ArgsSyntax):
 
     def build(self, tool: ToolSpec, lit: LiteralText, max_whitespace: int | None) -> Fmt:
         if not tool.enforce:
-            declared = tuple((tool.parameters.get("properties") or {}) if not self._has_string_attr else ())
+            declared = tuple(tool.parameters.get("properties") or {})
             return star(self._any_param(lit, max_whitespace, declared))
         schema = tool.parameters
         defs = _defs_of(schema)
@@ -310,8 +268,9 @@ class XmlArgs(ArgsSyntax):
     def read(self, src: MarkedText, pos: int, tool: ToolSpec, lit: LiteralText) -> tuple[str, int]:
         raise NotImplementedError("XmlArgs.read_until needs the call end")
 
-    def _read_begin(self, src: MarkedText, pos: int, keys: list[str], lit: LiteralText) -> tuple[str, bool | None, int]:
-        """A parameter's opening at ``pos`` -> (key, its ``string`` attribute or None, value start)."""
+    def _read_begin(self, src: MarkedText, pos: int, keys: list[str], lit: LiteralText) -> tuple[str, Any, int]:
+        """A parameter's opening at ``pos`` -> (key, what the opening says of its value (None here), value
+        start)."""
         pre, post = self.param_begin.split("{key}")
         p = src.match_literal(pos, pre, lit)
         if p < 0:
@@ -324,11 +283,17 @@ class XmlArgs(ArgsSyntax):
         for key in candidates:
             if not src.plain(p, p + len(key)):
                 continue
-            for attr in ((True, False) if "{string}" in post else (None,)):
-                q = src.match_literal(p + len(key), post.replace("{string}", "true" if attr else "false"), lit)
-                if q >= 0:
-                    return key, attr, q
+            q = src.match_literal(p + len(key), post, lit)
+            if q >= 0:
+                return key, None, q
         raise NoMatch("expected a parameter")
+
+    def _read_value(self, text: str, start: int, end: int, key: str, attr: Any, declared: Mapping[str, Any],
+                    extra: Any, defs: Mapping[str, Any]) -> Any:
+        """The value of parameter ``key`` written as ``text[start:end]`` (``attr``: what its opening said),
+        typed by its schema: ``declared[key]``, else the tool's ``additionalProperties`` (``extra``)."""
+        sub = declared[key] if key in declared else (extra if isinstance(extra, Mapping) else True)
+        return read_value(text[start:end], sub, defs, self.values)
 
     def read_until(self, src: MarkedText, pos: int, tool: ToolSpec, call_end: str,
                    lit: LiteralText) -> tuple[str, int]:
@@ -339,8 +304,6 @@ class XmlArgs(ArgsSyntax):
         declared: Mapping[str, Any] = schema.get("properties") or {}
         if not isinstance(declared, Mapping):
             declared = {}
-        # DSML's string attribute says how a value is written; the other syntaxes type by the schema
-        props = declared if tool.enforce or not self._has_string_attr else {}
         extra = schema.get("additionalProperties", True)
         keys = sorted(declared, key=len, reverse=True)
         k = self.param_end.index(self.close)
@@ -353,12 +316,7 @@ class XmlArgs(ArgsSyntax):
                 raise NoMatch("unterminated parameter")
             if not src.plain(vstart, vend):
                 raise NoMatch("a control token inside a parameter value")
-            if not self._has_string_attr:
-                sub = declared[key] if key in declared else (extra if isinstance(extra, Mapping) else True)
-                out.append((key, read_value(text[vstart:vend], sub, defs, self.values)))
-            else:
-                raw = is_raw_string(props[key], defs) if key in props else bool(attr)
-                out.append((key, text[vstart:vend] if raw else _json_value(text, vstart, vend)))
+            out.append((key, self._read_value(text, vstart, vend, key, attr, declared, extra, defs)))
             pos = vend + len(self.param_end)
         return _object_text(out), pos
 

@@ -28,7 +28,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from .args import NoMatch, XmlArgs, _defs_of, _json_value, _object_text, _with_defs, resolve_ref
+from .args import NoMatch, XmlArgs, _json_value, _with_defs, resolve_ref
 from .marked import MarkedText
 from .request import ToolSpec
 from .syntax import Fmt, LiteralText, const, json_fmt, no_substring_regex, or_, regex, seq, star
@@ -151,7 +151,7 @@ class DsmlArgs(XmlArgs):
     def read(self, src: MarkedText, pos: int, tool: ToolSpec, lit: LiteralText) -> tuple[str, int]:
         raise NotImplementedError("DsmlArgs.read_until needs the call end")
 
-    def _read_open(self, src: MarkedText, pos: int, keys: list[str], lit: LiteralText) -> tuple[str, bool, int]:
+    def _read_begin(self, src: MarkedText, pos: int, keys: list[str], lit: LiteralText) -> tuple[str, bool, int]:
         """A parameter's opening at ``pos`` -> (name, its ``string`` attribute, value start). A declared
         name is matched whole (it may hold quotes); another name runs to the first ``" string="``."""
         pre, _ = self.param_begin.split("{key}")
@@ -170,11 +170,13 @@ class DsmlArgs(XmlArgs):
                 return key, m.group(1) == "true", m.end()
         raise NoMatch("expected a parameter")
 
-    def _value(self, text: str, start: int, end: int, string: bool, schema: Any, defs: Mapping[str, Any]) -> Any:
+    def _read_value(self, text: str, start: int, end: int, key: str, string: bool, declared: Mapping[str, Any],
+                    extra: Any, defs: Mapping[str, Any]) -> Any:
         """The value of ``text[start:end]``: as its ``string`` attribute says (raw text, or JSON), typed by
         the declared schema where the attribute contradicts it (a number written ``string="true"`` for a
         parameter that admits no string is that number; text written ``string="false"`` that is not JSON
         is that text when the parameter admits strings)."""
+        schema = declared.get(key)
         raw = text[start:end]
         strs, other = split_string_schema(schema, defs) if schema is not None else ([{}], True)
         if string:
@@ -193,26 +195,9 @@ class DsmlArgs(XmlArgs):
 
     def read_until(self, src: MarkedText, pos: int, tool: ToolSpec, call_end: str,
                    lit: LiteralText) -> tuple[str, int]:
-        """Read parameters from ``pos`` up to (not including) ``call_end``; a blank line alone is no
-        parameter. A name written twice stays twice in the arguments' text: the request's policy then
-        refuses the call (DeepSeek's parser refuses it too), and the key check names it."""
-        text = src.text
-        if text.startswith("\n", pos) and src.plain(pos, pos + 1) and src.match_literal(pos + 1, call_end, lit) >= 0:
+        """:meth:`XmlArgs.read_until`, where a blank line alone is no parameter. A name written twice
+        stays twice in the arguments' text: the request's policy then refuses the call (DeepSeek's
+        parser refuses it too), and the key check names it."""
+        if src.text.startswith("\n", pos) and src.plain(pos, pos + 1) and src.match_literal(pos + 1, call_end, lit) >= 0:
             return "{}", pos + 1
-        schema = tool.parameters
-        defs = _defs_of(schema)
-        props = schema.get("properties") or {}
-        keys = sorted(props, key=len, reverse=True)
-        k = self.param_end.index(self.close)
-        out: list[tuple[str, Any]] = []
-        while src.match_literal(pos, call_end, lit) < 0:
-            key, string, vstart = self._read_open(src, pos, keys, lit)
-            idx = src.find_literal(self.close, vstart, lit)
-            vend = idx - k
-            if idx < 0 or vend < vstart or src.match_literal(vend, self.param_end, lit) < 0:
-                raise NoMatch("unterminated parameter")
-            if not src.plain(vstart, vend):
-                raise NoMatch("a control token inside a parameter value")
-            out.append((key, self._value(text, vstart, vend, string, props.get(key), defs)))
-            pos = vend + len(self.param_end)
-        return _object_text(out), pos
+        return super().read_until(src, pos, tool, call_end, lit)
