@@ -329,24 +329,11 @@ def _xgrammar_cold(fmt, vocab, tools, cache, args) -> float | None:
 def _fill_times(fmt, vocab, compiled, tool) -> dict:
     """Mask-fill time per token while one call of ``tool`` is written as the model writes it (the
     grammar must accept every token; else both columns are None)."""
-    import statistics
-    import time
-
-    import xgrammar as xgr
-
     text = _render_call(fmt, tool)
     if text is None:
         return {}
-    m = xgr.GrammarMatcher(compiled.grammar)
-    mask = xgr.allocate_token_bitmask(1, vocab.logits_width)
-    times = []
-    for t in vocab.encode(text):
-        t0 = time.perf_counter()
-        m.fill_next_token_bitmask(mask)
-        times.append((time.perf_counter() - t0) * 1e6)
-        if not m.accept_token(t):
-            return {"fill_us": None, "fill_max_us": None}
-    return {"fill_us": statistics.median(times), "fill_max_us": max(times)}
+    med, worst = _fill_text(vocab, compiled, text)
+    return {"fill_us": med, "fill_max_us": worst}
 
 
 def _render_call(fmt: str, tool: dict) -> str | None:
@@ -467,6 +454,8 @@ def _render_props(fmt: str, args: dict) -> str | None:
 
 
 def _fill_text(vocab, compiled, text: str | None) -> tuple[float | None, float | None]:
+    """Median and worst mask-fill time per token (us) while ``text`` is written (None, None when the
+    grammar rejects a token of it, or there is no text)."""
     import statistics
     import time
 
