@@ -12,9 +12,23 @@ How an output is split (whole and streamed alike):
   format's reader on the token ids after the reasoning (for a format whose constraint covers the reasoning,
   harmony: on the whole output). The whole path is ``ToolReader.read_ids``; the streaming path is the
   format's streaming reader (``tools/stream.py``), which gives the same content and calls for every chunking.
-  A call goes out in one delta once decided (index, id, type, name and its whole arguments), since a call
-  that turns out malformed must stay content and a stream cannot take a call back. Without tools, the
-  content is the reasoning parser's content text (all the text without a reasoning parser).
+  Without tools, the content is the reasoning parser's content text (all the text without a reasoning
+  parser).
+- **how a call streams** depends on ``constrained`` (whether the output was generated under thinkgate's tool
+  constraint of this request; default: true when tool_choice is ``"required"`` or names a function, false
+  otherwise; true for an ``auto`` request with a strict tool, or a strictness, when the server applied its
+  constraint):
+
+  - constrained: a call that starts is well-formed, so it streams as it is written, in the OpenAI form: its
+    first delta (index, id, type, name; arguments ``""`` or what is known) as soon as its name is read and
+    the request allows a call of that tool there, then deltas of more argument text (index, arguments).
+    Every concatenation of a call's argument fragments is a prefix of its arguments in the whole parse, and
+    all of them are those arguments. A call cut by max_tokens keeps its first delta and the argument text
+    sent before the cut (finish_reason ``length`` tells the client that it is incomplete; the whole parse
+    has no such call, its text is content there); the rest of its text is dropped.
+  - not constrained (``auto``): a call goes out in one delta once decided (index, id, type, name and its
+    whole arguments), since a call that turns out malformed must stay content and a stream cannot take a
+    call back.
 - **finish_reason**: ``tool_calls`` when calls were read and the engine stopped normally (``stop``); any
   other reason kept (``length``: the client sees that the output, and maybe a call in it, was cut).
 - **stop tokens** (the vocabulary's, e.g. ``<|im_end|>``, harmony's ``<|call|>``) that the engine leaves in the
@@ -23,7 +37,8 @@ How an output is split (whole and streamed alike):
 - **usage**: ``completion_tokens`` (ids of the output) and ``completion_tokens_details.reasoning_tokens``
   (the reasoning parser's count, markers excluded).
 
-Cost: ``parse_delta`` is O(its delta) (plus the read of a call its delta completes, once per call);
+Cost: ``parse_delta`` is O(its delta) (plus the read of a call its delta completes, once per call, and for a
+constrained request an incomplete opening of a call or parameter read again, bounded);
 ``parse`` and ``finish`` are O(the output).
 """
 
@@ -37,6 +52,7 @@ from thinkgate.reasoning.base import ReasoningStream, ReasoningTracker
 
 from .parse_result import ParseResult, StreamEnd, chunk_delta, finish_reason_for
 from .tools import MarkedDecoder, Strictness, ToolCall, ToolReader, ToolStream
+from .tools.call_delta import CallDelta, merge_call_deltas
 
 if TYPE_CHECKING:
     from .parser import Parser
@@ -53,7 +69,7 @@ class RequestParser:
     def __init__(self, parser: Parser, *, tools: Sequence[Mapping[str, Any]] | None,
                  tool_choice: str | Mapping[str, Any] | None, parallel_tool_calls: bool, include_reasoning: bool,
                  chat_template_kwargs: Mapping[str, Any] | None, prompt_token_ids: Sequence[int],
-                 strictness: Strictness) -> None:
+                 strictness: Strictness, constrained: bool | None = None) -> None:
         if not isinstance(include_reasoning, bool):
             raise ValueError(f"include_reasoning must be a bool, got {type(include_reasoning).__name__}")
         if chat_template_kwargs is not None and not isinstance(chat_template_kwargs, Mapping):
@@ -76,6 +92,14 @@ class RequestParser:
                                 strictness=strictness)  # validates the request even when no call is read
             if wants_calls:
                 self.reader = reader
+        if constrained is not None and not isinstance(constrained, bool):
+            raise ValueError(f"constrained must be a bool or None, got {type(constrained).__name__}")
+        if constrained and self.reader is not None and not self.reader.request.constrained:
+            raise ValueError("constrained=True, but this request gets no tool constraint (tool_choice auto without "
+                             "a strict tool and with strictness 'auto'), so its calls are not guaranteed "
+                             "well-formed")
+        mode = self.reader.request.mode if self.reader is not None else None
+        self.constrained: bool = (mode in ("required", "named")) if constrained is None else constrained
         self._covers = fmt is not None and fmt.covers_reasoning
         # stream state (built on the first parse_delta)
         self._started = False
@@ -150,7 +174,7 @@ class RequestParser:
                 self._tracker = rp.new_tracker(self.prompt_token_ids, self.kwargs)
         if self.reader is not None:
             self._decoder = MarkedDecoder(self.vocabulary)
-            self._tstream = self.reader.stream(self.vocabulary)
+            self._tstream = self.reader.stream(self.vocabulary, stream_arguments=self.constrained)
         self._started = True
 
     def parse_delta(self, delta_ids: Sequence[int], delta_text: str | None = None) -> dict[str, Any] | None:
@@ -173,7 +197,7 @@ class RequestParser:
         else:
             content = delta_text if delta_text is not None else self._text_decoder.decode(
                 self.vocabulary.decode_bytes(ids))
-        calls: tuple[ToolCall, ...] = ()
+        calls: tuple[CallDelta, ...] = ()
         if self._tstream is not None:
             content_ids = ids
             if self._tracker is not None:
@@ -181,7 +205,7 @@ class RequestParser:
                 end = self._tracker.advance(ids)
                 content_ids = ids if was_ended else ids[end.content_start:] if end is not None else []
             td = self._tstream.feed(self._decoder.feed(content_ids))  # type: ignore[union-attr]
-            content, calls = td.content, td.calls
+            content, calls = td.content, td.fragments
         return self._delta(reasoning, content, calls)
 
     def finish(self, finish_reason: str = "stop") -> StreamEnd:
@@ -200,11 +224,11 @@ class RequestParser:
             reasoning, content = d.reasoning, d.content
         else:
             content = self._text_decoder.decode(b"", final=True)
-        calls: tuple[ToolCall, ...] = ()
+        calls: tuple[CallDelta, ...] = ()
         if self._tstream is not None:
             d1 = self._tstream.feed(self._decoder.feed([], final=True))  # type: ignore[union-attr]
             d2 = self._tstream.finish()
-            content, calls = d1.content + d2.content, d1.calls + d2.calls
+            content, calls = d1.content + d2.content, merge_call_deltas(d1.fragments + d2.fragments)
         delta = self._delta(reasoning, content, calls)
         rp = self.parser.reasoning_parser
         reasoning_tokens = 0 if rp is None else rp.count_reasoning_tokens(self._ids_seen, self.prompt_token_ids,
@@ -212,7 +236,6 @@ class RequestParser:
         return StreamEnd(delta, finish_reason_for(finish_reason, self._calls_sent > 0), self._count,
                          reasoning_tokens)
 
-    def _delta(self, reasoning: str | None, content: str | None, calls: tuple[ToolCall, ...]) -> dict[str, Any] | None:
-        delta = chunk_delta(reasoning if self.include_reasoning else None, content, calls, self._calls_sent)
-        self._calls_sent += len(calls)
-        return delta
+    def _delta(self, reasoning: str | None, content: str | None, calls: tuple[CallDelta, ...]) -> dict[str, Any] | None:
+        self._calls_sent += sum(1 for c in calls if c.is_first)
+        return chunk_delta(reasoning if self.include_reasoning else None, content, calls)

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from .tools.call_delta import CallDelta
 from .tools.results import ToolCall
 
 __all__ = ["ParseResult", "StreamEnd", "chunk_delta", "finish_reason_for", "usage_dict"]
@@ -30,23 +31,18 @@ def usage_dict(completion_tokens: int, reasoning_tokens: int) -> dict[str, Any]:
             "completion_tokens_details": {"reasoning_tokens": reasoning_tokens}}
 
 
-def _call_dict(call: ToolCall, index: int | None = None) -> dict[str, Any]:
-    d = call.to_openai()
-    return d if index is None else {"index": index, **d}
-
-
-def chunk_delta(reasoning: str | None, content: str | None, calls: Sequence[ToolCall],
-                first_index: int) -> dict[str, Any] | None:
-    """A stream chunk's ``delta``: ``reasoning`` and ``content`` text when not empty, and each call in the
-    form of a call's first delta (``index``, ``id``, ``type``, ``function.name``, ``function.arguments``:
-    the whole arguments, as a call goes out once decided). None when there is nothing."""
+def chunk_delta(reasoning: str | None, content: str | None, calls: Sequence[CallDelta]) -> dict[str, Any] | None:
+    """A stream chunk's ``delta``: ``reasoning`` and ``content`` text when not empty, and ``tool_calls``: for
+    each call in ``calls``, its first delta (``index``, ``id``, ``type``, ``function.name`` and the
+    ``function.arguments`` known then) or more of its arguments (``index``, ``function.arguments``). None
+    when there is nothing."""
     delta: dict[str, Any] = {}
     if reasoning:
         delta["reasoning"] = reasoning
     if content:
         delta["content"] = content
     if calls:
-        delta["tool_calls"] = [_call_dict(c, first_index + i) for i, c in enumerate(calls)]
+        delta["tool_calls"] = [c.to_openai() for c in calls]
     return delta or None
 
 

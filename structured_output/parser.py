@@ -71,10 +71,14 @@ class Parser:
     def request(self, *, tools: Sequence[Mapping[str, Any]] | None = None,
                 tool_choice: str | Mapping[str, Any] | None = "auto", parallel_tool_calls: bool = True,
                 include_reasoning: bool = True, chat_template_kwargs: Mapping[str, Any] | None = None,
-                prompt_token_ids: Sequence[int] = (), strictness: Strictness = "auto") -> RequestParser:
-        """The view of one request (see :class:`~.parse_request.RequestParser`). ``ValueError`` for a bad
-        request: malformed tools or tool_choice, tools that this parser cannot read (no tool format), a
-        prompt id outside the vocabulary, kwargs that are not a mapping."""
+                prompt_token_ids: Sequence[int] = (), strictness: Strictness = "auto",
+                constrained: bool | None = None) -> RequestParser:
+        """The view of one request (see :class:`~.parse_request.RequestParser`). ``constrained``: whether the
+        output is generated under thinkgate's tool constraint of this request (then calls stream as they
+        are written: name first, then argument text); None: true for tool_choice ``"required"`` or a named
+        function, false otherwise. ``ValueError`` for a bad request: malformed tools or tool_choice, tools
+        that this parser cannot read (no tool format), a prompt id outside the vocabulary, kwargs that are
+        not a mapping, ``constrained=True`` for a request that gets no constraint."""
         return RequestParser(self, tools=tools, tool_choice=tool_choice, parallel_tool_calls=parallel_tool_calls,
                              include_reasoning=include_reasoning, chat_template_kwargs=chat_template_kwargs,
-                             prompt_token_ids=prompt_token_ids, strictness=strictness)
+                             prompt_token_ids=prompt_token_ids, strictness=strictness, constrained=constrained)

@@ -35,6 +35,7 @@ from .policy import CallPolicy
 from .request import (MAX_TOOL_SCHEMA_DEPTH, STRICTNESS_LEVELS, KeyOrder, Strictness, ToolChoiceMode, ToolRequest,
                       ToolSpec, normalize_tool_request, tool_calls_json_schema, with_key_order)
 from .results import ToolCall, ToolCallsResult
+from .call_delta import CallDelta
 from .stream import ToolStream, ToolStreamDelta
 
 __all__ = [
@@ -43,7 +44,7 @@ __all__ = [
     "ToolRequest", "ToolSpec", "ToolCall", "ToolCallsResult", "ToolFormat", "CallFormat", "HarmonyFormat",
     "JsonCallsFormat", "Strictness", "KeyOrder", "ToolChoiceMode", "STRICTNESS_LEVELS", "DEFAULT_TOOL_MAX_WHITESPACE",
     "MarkedText", "CallPolicy", "MAX_ARGUMENT_DEPTH", "MAX_TOOL_SCHEMA_DEPTH", "ToolStream", "ToolStreamDelta",
-    "MarkedDecoder",
+    "MarkedDecoder", "CallDelta",
 ]
 
 
@@ -139,10 +140,12 @@ class ToolReader:
             raise ValueError("token_ids must be a sequence of ints")
         return self.format.read_marked(MarkedText.from_ids(token_ids, vocabulary), self.request, self.policy)
 
-    def stream(self, vocabulary: Vocabulary) -> ToolStream:
+    def stream(self, vocabulary: Vocabulary, *, stream_arguments: bool = False) -> ToolStream:
         """A streaming reader for one output of this request (:mod:`.stream`): fed the pieces
-        :class:`MarkedDecoder` makes of the ids, it gives the calls and content ``read_ids`` gives."""
-        return self.format.new_stream(self.request, self.policy, vocabulary)
+        :class:`MarkedDecoder` makes of the ids, it gives the calls and content ``read_ids`` gives.
+        ``stream_arguments``: the output was written under this request's constraint, so each call may go
+        out as it is written (its name, then its arguments' text) rather than once decided."""
+        return self.format.new_stream(self.request, self.policy, vocabulary, stream_arguments=stream_arguments)
 
 
 def get_tool_reader(format: str, tools: Sequence[Mapping[str, Any]] | None,

@@ -21,13 +21,16 @@ import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .marked import MAX_ARGUMENT_DEPTH, MarkedText, json_depth_ok
 from .order import KEY_ORDERS, KeyOrder, Member, members_any_order, members_in_orders
 from .request import ToolSpec
 from .syntax import Fmt, LiteralText, const, json_fmt, no_substring_regex, opt, or_, regex, seq, star
-from .xml_values import VALUE_STYLES, ValueStyle, read_value, value_fmt
+from .xml_values import VALUE_STYLES, ValueStyle, read_value, split_schema, value_fmt
+
+if TYPE_CHECKING:
+    from .arg_stream import ArgStreamer
 
 __all__ = ["ArgsSyntax", "JsonArgs", "XmlArgs", "GemmaArgs", "NoMatch", "resolve_ref"]
 
@@ -92,6 +95,12 @@ class ArgsSyntax:
     def read(self, src: MarkedText, pos: int, tool: ToolSpec, lit: LiteralText) -> tuple[str, int]:
         raise NotImplementedError
 
+    def streamer(self, tool: ToolSpec, start: int, call_end: str, lit: LiteralText) -> ArgStreamer | None:
+        """A reader of ``tool``'s arguments from ``start`` (a position in the pending text of a stream) as
+        they are written (:mod:`.arg_stream`), or None when this syntax sends its arguments whole, at the
+        end of the call (``call_end``: what follows the arguments)."""
+        return None
+
     def any_order(self, tool: ToolSpec) -> bool:
         """Whether :meth:`build` admits ``tool``'s keys in any order, repetition included (the top level
         of XML parameters: :func:`~.order.members_any_order`; every object of JSON arguments: xgrammar's
@@ -140,6 +149,10 @@ class JsonArgs(ArgsSyntax):
 
     def build(self, tool: ToolSpec, lit: LiteralText, max_whitespace: int | None) -> Fmt:
         return json_fmt(tool.schema, max_whitespace=max_whitespace, any_order=self.any_order(tool))
+
+    def streamer(self, tool: ToolSpec, start: int, call_end: str, lit: LiteralText) -> ArgStreamer | None:
+        from .arg_stream import JsonArgStreamer  # arg_stream reads this module's syntaxes
+        return JsonArgStreamer(start)
 
     def read(self, src: MarkedText, pos: int, tool: ToolSpec, lit: LiteralText) -> tuple[str, int]:
         text = src.text
@@ -267,6 +280,25 @@ class XmlArgs(ArgsSyntax):
 
     def read(self, src: MarkedText, pos: int, tool: ToolSpec, lit: LiteralText) -> tuple[str, int]:
         raise NotImplementedError("XmlArgs.read_until needs the call end")
+
+    def streamer(self, tool: ToolSpec, start: int, call_end: str, lit: LiteralText) -> ArgStreamer | None:
+        from .arg_stream import XmlArgStreamer  # arg_stream reads this module's syntaxes
+        return XmlArgStreamer(self, tool, start, call_end, lit)
+
+    def value_is_raw(self, key: str, attr: Any, declared: Mapping[str, Any], defs: Mapping[str, Any]) -> bool:
+        """Whether :meth:`_read_value` returns parameter ``key``'s text as it is, whatever it is (its
+        schema admits strings only): the value can then go out as it comes."""
+        if key not in declared:
+            return False
+        try:
+            return split_schema(declared[key], defs)[1] is None
+        except ValueError:
+            return False
+
+    def no_params_end(self, src: MarkedText, pos: int, call_end: str, lit: LiteralText) -> int:
+        """Where ``call_end`` starts when the text at ``pos`` says the call has no parameters in a way
+        other than ``call_end`` itself, else -1 (none here; DSML's blank line)."""
+        return -1
 
     def _read_begin(self, src: MarkedText, pos: int, keys: list[str], lit: LiteralText) -> tuple[str, Any, int]:
         """A parameter's opening at ``pos`` -> (key, what the opening says of its value (None here), value

@@ -17,7 +17,11 @@ content and the search goes on after it. This stream runs the same loop on the s
   counter that skips JSON strings);
 - a block's text holds no control token but its own syntax markers, and its trigger once (where the syntax
   has it once): such a token before the block's end shows at once that the block does not read;
-- at the end of the output, what is still held is read as the whole reader would read it.
+- at the end of the output, what is still held is read as the whole reader would read it;
+- with ``stream_arguments`` (see :mod:`.stream`), a held block is also read as it arrives
+  (:class:`~.live_block.LiveBlock`): each call's first delta once its name is read and allowed, then its
+  argument text; where the block ends, the whole read's arguments past what was sent go out. A block whose
+  first call went out and that does not read is taken as those calls (their text is not content).
 
 Per feed: O(the feed) to search, plus one read of a block when the feed completes one (O(the block), once
 per block). The pending text is built once per feed at most, and settled text is dropped once per feed, so
@@ -27,13 +31,15 @@ a feed holding many blocks (or a hostile run of triggers) costs O(its length) pl
 from __future__ import annotations
 
 import bisect
-import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from thinkgate.reasoning.vocabulary import Vocabulary
 
+from .arg_stream import BracketDepth
 from .args import JsonArgs, NoMatch
+from .call_delta import CallDelta, merge_call_deltas
+from .live_block import LiveBlock
 from .marked import MarkedText
 from .pending import PendingText, Piece
 from .policy import CallPolicy
@@ -46,59 +52,14 @@ if TYPE_CHECKING:
 
 __all__ = ["CallFormatStream"]
 
-_OUTSIDE_STRING = re.compile(r'[\[\]{}"]')
-_INSIDE_STRING = re.compile(r'["\\]')
-
-
-class _BracketDepth:
-    """JSON bracket depth over plain text fed in order: where an opened bracket closes back to depth 0."""
-
-    __slots__ = ("depth", "in_string", "escape")
-
-    def __init__(self) -> None:
-        self.depth = 0
-        self.in_string = False
-        self.escape = False
-
-    def first_close(self, text: str, base: int) -> int:
-        """Feed ``text`` (at offset ``base``) up to the first close to depth 0: its position (``base`` +
-        offset, just after the bracket), or -1 when ``text`` has none (all of it fed)."""
-        i, n = 0, len(text)
-        while i < n:
-            if self.escape:
-                self.escape = False
-                i += 1
-                continue
-            if self.in_string:
-                m = _INSIDE_STRING.search(text, i)
-                if m is None:
-                    return -1
-                i = m.end()
-                if m.group() == "\\":
-                    self.escape = True
-                else:
-                    self.in_string = False
-                continue
-            m = _OUTSIDE_STRING.search(text, i)
-            if m is None:
-                return -1
-            c, i = m.group(), m.end()
-            if c == '"':
-                self.in_string = True
-            elif c in "[{":
-                self.depth += 1
-            elif self.depth > 0:
-                self.depth -= 1
-                if self.depth == 0:
-                    return base + i
-        return -1
-
-
 class CallFormatStream(ToolStream):
     """One request's streaming reader for a :class:`~.engine.CallFormat` (see the module docstring)."""
 
-    def __init__(self, fmt: CallFormat, request: ToolRequest, policy: CallPolicy, vocabulary: Vocabulary) -> None:
+    def __init__(self, fmt: CallFormat, request: ToolRequest, policy: CallPolicy, vocabulary: Vocabulary, *,
+                 stream_arguments: bool = False) -> None:
         self._fmt = fmt
+        self._stream_arguments = stream_arguments
+        self._live: LiveBlock | None = None
         self._policy = policy
         special = frozenset(vocabulary.special_tokens)
         self._pending = PendingText(special)
@@ -129,7 +90,7 @@ class CallFormatStream(ToolStream):
         self._held = False
         self._t0 = 0          # its trigger
         self._search = 0      # its end is searched from here
-        self._depth = _BracketDepth()
+        self._depth = BracketDepth()
         self._depth_pos = 0   # its brackets fed up to here
         # what the searches found so far (positions in the pending text; each search resumes where it
         # stopped, whichever block asks, so a feed holding many blocks is searched once)
@@ -151,12 +112,14 @@ class CallFormatStream(ToolStream):
     def finish(self) -> ToolStreamDelta:
         d = self._run(final=True)
         tail = self._gate.finish()
-        return ToolStreamDelta(d.content + tail, d.calls)
+        return ToolStreamDelta(d.content + tail, d.calls, d.fragments)
 
     # -- the pending block -----------------------------------------------------------------------
     def _hold(self, idx: int) -> None:
         self._held, self._t0, self._search = True, idx, idx + len(self._trig)
-        self._depth, self._depth_pos = _BracketDepth(), idx
+        self._depth, self._depth_pos = BracketDepth(), idx
+        if self._stream_arguments:
+            self._live = LiveBlock(self._fmt, idx, len(self._lead), self._tools, self._policy, self._taken)
 
     def _first_foreign(self, after: int) -> int:
         """The first control token at or after ``after`` that no block can hold (not one of the syntax's
@@ -226,6 +189,7 @@ class CallFormatStream(ToolStream):
         p, gate, fmt = self._pending, self._gate, self._fmt
         out: list[str] = []
         calls: list[ToolCall] = []
+        frags: list[CallDelta] = []
         src: MarkedText | None = None  # the pending text, built at most once per run
         base = 0  # text before base is settled (dropped at the end of the run)
         while True:
@@ -254,6 +218,8 @@ class CallFormatStream(ToolStream):
                 end_at = self._next_end(src, len(p) if foreign < 0 else foreign)
                 if end_at < 0:
                     if foreign < 0:
+                        if self._live is not None:
+                            self._advance_live(out, frags)
                         break  # the block goes on
                     broken = True  # a control token the block cannot hold comes first: it does not read
             if src is None:
@@ -268,20 +234,37 @@ class CallFormatStream(ToolStream):
                 except (NoMatch, RecursionError):
                     if not (final or self._end_mode != "literal"):
                         continue  # a later end may still close it
+            live = self._live.calls if self._live is not None else []
+            if block is None and live:
+                # announced calls that do not read: they keep the text sent; the block's text is theirs
+                cut = len(text) if final else foreign if broken else end_at
+                self._taken += len(live)
+                gate.after_call()
+                base = cut
+                self._held = False
+                self._live = None
+                continue
             if block is None:
                 cut = self._t0 + len(self._trig)  # not a call: the trigger stays content
                 out.append(gate.text(text[base:cut]))
                 base = cut
                 self._held = False
+                self._live = None
                 continue
             if final:
                 self._scanned += end - self._t0
             kept: list[ToolCall] = []
             refused: list[str] = []
-            for call, cs, ce in block:
+            for j, (call, cs, ce) in enumerate(block):
                 index = self._taken + len(kept)
-                if self._policy.accepts(call.name, call.arguments, index):
+                if j < len(live):  # announced: the rest of its arguments (the rules applied to its name)
+                    sent = live[j].arguments_sent()
+                    same = call.name == live[j].name and call.arguments.startswith(sent)
+                    frags.append(CallDelta(index, call.arguments[len(sent):] if same else ""))
+                    kept.append(ToolCall(live[j].name, call.arguments if same else sent, live[j].id))
+                elif self._policy.accepts(call.name, call.arguments, index):
                     kept.append(fmt.with_id(call, text[cs:ce], index))
+                    frags.append(CallDelta(index, kept[-1].arguments, call.name, kept[-1].id))
                 else:
                     refused.append(text[cs:ce])
             if not kept:  # well-formed, but the request does not allow it: content
@@ -294,14 +277,28 @@ class CallFormatStream(ToolStream):
                 self._taken += len(kept)
             base = end
             self._held = False
+            self._live = None
         self._settle(base)
-        return ToolStreamDelta("".join(out), tuple(calls))
+        return ToolStreamDelta("".join(out), tuple(calls), merge_call_deltas(frags))
+
+    def _advance_live(self, out: list[str], frags: list[CallDelta]) -> None:
+        """Read the held block as it arrives: what of its calls can go out now."""
+        live = self._live
+        assert live is not None
+        before, announced = live.scanned, len(live.calls)
+        got = live.advance(self._pending)
+        self._scanned += live.scanned - before
+        if got and not announced:
+            out.append(self._gate.call())  # the block's first call: the text before it is settled
+        frags.extend(got)
 
     def _settle(self, base: int) -> None:
         """Drop the settled text; the positions kept move with it."""
         if base <= 0:
             return
         self._pending.drop(base)
+        if self._live is not None:
+            self._live.shift(base)
         self._t0 -= base
         self._search = max(self._search - base, 0)
         self._depth_pos = max(self._depth_pos - base, 0)

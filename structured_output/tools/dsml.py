@@ -193,11 +193,28 @@ class DsmlArgs(XmlArgs):
                 return raw
             raise
 
+    def value_is_raw(self, key: str, string: Any, declared: Mapping[str, Any], defs: Mapping[str, Any]) -> bool:
+        if not string:
+            return False
+        schema = declared.get(key)
+        if schema is None:
+            return True
+        try:
+            return bool(split_string_schema(schema, defs)[0])
+        except ValueError:
+            return False
+
+    def no_params_end(self, src: MarkedText, pos: int, call_end: str, lit: LiteralText) -> int:
+        if src.text.startswith("\n", pos) and src.plain(pos, pos + 1) and src.match_literal(pos + 1, call_end, lit) >= 0:
+            return pos + 1
+        return -1
+
     def read_until(self, src: MarkedText, pos: int, tool: ToolSpec, call_end: str,
                    lit: LiteralText) -> tuple[str, int]:
         """:meth:`XmlArgs.read_until`, where a blank line alone is no parameter. A name written twice
         stays twice in the arguments' text: the request's policy then refuses the call (DeepSeek's
         parser refuses it too), and the key check names it."""
-        if src.text.startswith("\n", pos) and src.plain(pos, pos + 1) and src.match_literal(pos + 1, call_end, lit) >= 0:
-            return "{}", pos + 1
+        end = self.no_params_end(src, pos, call_end, lit)
+        if end >= 0:
+            return "{}", end
         return super().read_until(src, pos, tool, call_end, lit)

@@ -114,10 +114,13 @@ class ToolFormat(ABC):
         :class:`~.policy.CallPolicy`) accepts them; everything else is content. Never raises on model
         output."""
 
-    def new_stream(self, request: ToolRequest, policy: CallPolicy, vocabulary: Vocabulary) -> ToolStream:
+    def new_stream(self, request: ToolRequest, policy: CallPolicy, vocabulary: Vocabulary, *,
+                   stream_arguments: bool = False) -> ToolStream:
         """The streaming reader of one request (see :mod:`.stream` for its contract): the same calls and
-        content as :meth:`read_marked` on the same ids, for every chunking. This default holds the whole
-        output and reads it at the end; a format whose calls can be decided one by one overrides it."""
+        content as :meth:`read_marked` on the same ids, for every chunking. ``stream_arguments``: the output
+        is written under the request's constraint, so calls may go out as they are written. This default
+        holds the whole output and reads it at the end; a format whose calls can be decided one by one
+        overrides it."""
         return HeldStream(self, request, policy, vocabulary)
 
     @property
@@ -286,8 +289,9 @@ class CallFormat(ToolFormat):
         """``call`` with the family's own id (:attr:`call_ids`), if it has one."""
         return call if self.call_ids is None else replace(call, id=self.call_ids(call_text, index))
 
-    def new_stream(self, request: ToolRequest, policy: CallPolicy, vocabulary: Vocabulary) -> ToolStream:
-        return CallFormatStream(self, request, policy, vocabulary)
+    def new_stream(self, request: ToolRequest, policy: CallPolicy, vocabulary: Vocabulary, *,
+                   stream_arguments: bool = False) -> ToolStream:
+        return CallFormatStream(self, request, policy, vocabulary, stream_arguments=stream_arguments)
 
     @property
     def _reader_lit(self) -> LiteralText:
@@ -299,27 +303,56 @@ class CallFormat(ToolFormat):
             raise NoMatch(f"expected {literal!r}")
         return end
 
+    def _after_name(self, src: MarkedText, p: int, name: str, lit: LiteralText) -> int:
+        """The end of a call's opening whose name ``name`` starts at ``p`` (the arguments start there)."""
+        text = src.text
+        post = self.call_begin.split("{name}")[1]
+        q = p + len(name)
+        if not src.plain(p, q):
+            raise NoMatch("a control token inside the name")
+        if "{index}" in post:
+            a, b = post.split("{index}")
+            q = self._expect(src, q, a, lit)
+            m = re.compile(self.index_pattern).match(text, q)
+            if m is None or not src.plain(q, m.end()):
+                raise NoMatch("bad call index")
+            return self._expect(src, m.end(), b, lit)
+        return self._expect(src, q, post, lit)
+
+    def _names_at(self, src: MarkedText, pos: int, tools: dict[str, ToolSpec], lit: LiteralText,
+                  skip: int) -> tuple[int, list[str]]:
+        """(where the name starts, the tools whose name is written there, longest first) for a call at ``pos``."""
+        pre = self.call_begin.split("{name}")[0]
+        p = self._expect(src, pos, pre[skip:], lit)
+        return p, sorted((n for n in tools if src.text.startswith(n, p)), key=len, reverse=True)
+
+    def read_header(self, src: MarkedText, pos: int, tools: dict[str, ToolSpec], lit: LiteralText,
+                    skip: int = 0) -> tuple[str, int]:
+        """The opening of a call at ``pos`` -> (its tool's name, where its arguments start), the longest name
+        whose opening reads (as :meth:`_read_call` tries them); :class:`NoMatch` otherwise (also when the
+        text so far is too short to tell)."""
+        p, names = self._names_at(src, pos, tools, lit, skip)
+        text = src.text
+        for name in names:
+            try:
+                q = self._after_name(src, p, name, lit)
+            except NoMatch:
+                continue
+            # a longer name that the text so far may still become is not ruled out (an opening without
+            # text after the name, Gemma's ``call:NAME{``): wait for more
+            if q >= len(text) or any(len(n) > len(name) and n.startswith(text[p:]) for n in tools):
+                raise NoMatch("the name may go on")
+            return name, q
+        raise NoMatch("unknown tool name")
+
     def _read_call(self, src: MarkedText, pos: int, tools: dict[str, ToolSpec], lit: LiteralText,
                    skip: int = 0) -> tuple[ToolCall, int]:
-        text = src.text
-        pre, post = self.call_begin.split("{name}")
-        p = self._expect(src, pos, pre[skip:], lit)
+        p, names = self._names_at(src, pos, tools, lit, skip)
         last: NoMatch | None = None
-        for name in sorted((n for n in tools if text.startswith(n, p)), key=len, reverse=True):
+        for name in names:
             t = tools[name]
             try:
-                q = p + len(name)
-                if not src.plain(p, q):
-                    raise NoMatch("a control token inside the name")
-                if "{index}" in post:
-                    a, b = post.split("{index}")
-                    q = self._expect(src, q, a, lit)
-                    m = re.compile(self.index_pattern).match(text, q)
-                    if m is None or not src.plain(q, m.end()):
-                        raise NoMatch("bad call index")
-                    q = self._expect(src, m.end(), b, lit)
-                else:
-                    q = self._expect(src, q, post, lit)
+                q = self._after_name(src, p, name, lit)
                 if isinstance(self.args, XmlArgs):
                     args, q = self.args.read_until(src, q, t, self.call_end, lit)
                 else:

@@ -132,8 +132,9 @@ class HarmonyFormat(ToolFormat):
             pos = body_end + len(marker)
         return ToolCallsResult(join_content(["\n".join(content)]), tuple(calls))
 
-    def new_stream(self, request: ToolRequest, policy: CallPolicy, vocabulary: Vocabulary) -> ToolStream:
-        return HarmonyStream(self, request, policy, vocabulary)
+    def new_stream(self, request: ToolRequest, policy: CallPolicy, vocabulary: Vocabulary, *,
+                   stream_arguments: bool = False) -> ToolStream:
+        return HarmonyStream(self, request, policy, vocabulary, stream_arguments=stream_arguments)
 
     @staticmethod
     def _is_call(src: MarkedText, start: int, end: int, name: str, policy: CallPolicy, taken: int) -> bool:

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 from thinkgate.reasoning.vocabulary import Vocabulary
 
 from .marked import MarkedText
+from .call_delta import whole_call_deltas
 from .pending import PendingText, Piece
 from .policy import CallPolicy
 from .request import ToolRequest
@@ -69,8 +70,10 @@ def _first(src: MarkedText, markers: Sequence[str], start: int = 0) -> tuple[int
 class HarmonyStream(ToolStream):
     """One request's streaming reader for harmony (see the module docstring)."""
 
-    def __init__(self, fmt: HarmonyFormat, request: ToolRequest, policy: CallPolicy, vocabulary: Vocabulary) -> None:
+    def __init__(self, fmt: HarmonyFormat, request: ToolRequest, policy: CallPolicy, vocabulary: Vocabulary, *,
+                 stream_arguments: bool = False) -> None:
         self._fmt = fmt
+        self._stream_arguments = stream_arguments
         self._policy = policy
         special = frozenset(vocabulary.special_tokens)
         self._pending = PendingText(special)  # the current message's text not yet settled
@@ -95,7 +98,7 @@ class HarmonyStream(ToolStream):
 
     def finish(self) -> ToolStreamDelta:
         d = self._run(final=True)
-        return ToolStreamDelta(d.content + self._gate.finish(), d.calls)
+        return ToolStreamDelta(d.content + self._gate.finish(), d.calls, d.fragments)
 
     def _holdback(self, text: str) -> int:
         for k in range(min(len(text), max((len(m) for m in self._hold_markers), default=1) - 1), 0, -1):
@@ -165,7 +168,7 @@ class HarmonyStream(ToolStream):
                 break
         p.drop(base)
         self._search = 0
-        return ToolStreamDelta("".join(out), tuple(calls))
+        return ToolStreamDelta("".join(out), tuple(calls), whole_call_deltas(calls, self._taken - len(calls)))
 
     def _header(self, src: MarkedText, pos: int, msg: int) -> str:
         """Decide the message whose header is ``src.text[pos:msg]`` (from its start to ``<|message|>``)."""

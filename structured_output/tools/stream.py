@@ -4,17 +4,24 @@ A format's streaming reader (``ToolFormat.new_stream(request, policy, vocabulary
 from the same definition as its constraint and its whole reader. It is fed the output after the thinking
 (for a format whose constraint covers the reasoning, harmony: the whole output) as :data:`~.pending.Piece` s
 (:class:`~.pending.MarkedDecoder` makes them from token ids) and returns, per feed, a
-:class:`ToolStreamDelta`: new content text and the calls completed in that feed.
+:class:`ToolStreamDelta`: new content text, the calls completed in that feed, and what the OpenAI stream
+sends of the calls (:class:`~.call_delta.CallDelta` s: a call's first delta, then more argument text).
 
 The contract, for every chunking of an output:
 
 - the concatenation of the content of every delta (``finish`` included) is the whole reader's ``content``
   (``read_marked`` on the ids: stripped, separators between calls dropped), ``""`` where it says None;
 - the calls, in order, are the whole reader's calls (name and ``arguments`` equal);
-- a call goes out when it is decided: its end read and the request's rules (:mod:`.policy`) applied. A call
-  that turns out malformed, or that the rules refuse, stays content (its held text is released then). The
-  OpenAI stream cannot take a call back, so no call is sent before it is known to stand; its arguments go
-  out whole, in the delta that decides it;
+- by default a call goes out when it is decided: its end read and the request's rules (:mod:`.policy`)
+  applied. A call that turns out malformed, or that the rules refuse, stays content (its held text is
+  released then). The OpenAI stream cannot take a call back, so no call is sent before it is known to
+  stand; its arguments go out whole, in the delta that decides it;
+- with ``stream_arguments`` (the output was written under the request's tool constraint, so a call that
+  starts is well-formed), a stream whose format can tell sends a call's first delta as soon as its name is
+  read and allowed, then its argument text as it is written: every concatenation of a call's fragments is
+  a prefix of its whole arguments string, and all of them are that string. A call whose first delta went
+  out and that then does not read (cut by max_tokens, or malformed where the grammar was not in force)
+  stays a call with the argument text sent so far; the rest of its text is dropped, not content;
 - the work of a feed grows with the feed, not with the output so far; text that may still turn out to be
   a call is held (a call's text until its end; a tail that may start a call marker).
 
@@ -33,6 +40,7 @@ from typing import TYPE_CHECKING
 
 from thinkgate.reasoning.vocabulary import Vocabulary
 
+from .call_delta import CallDelta, whole_call_deltas
 from .pending import PendingText, Piece
 from .policy import CallPolicy
 from .request import ToolRequest
@@ -46,13 +54,16 @@ __all__ = ["ToolStream", "ToolStreamDelta", "ContentGate", "HeldStream"]
 
 @dataclass(frozen=True)
 class ToolStreamDelta:
-    """What one feed adds: content text (``""`` when none) and the calls decided in it, in order."""
+    """What one feed adds: content text (``""`` when none), the calls completed in it (whole, as the
+    whole reader gives them), and ``fragments``: what the stream sends of its calls in this feed (each
+    call's first delta and more argument text, in order; a call decided whole is one first delta)."""
 
     content: str = ""
     calls: tuple[ToolCall, ...] = ()
+    fragments: tuple[CallDelta, ...] = ()
 
     def __bool__(self) -> bool:
-        return bool(self.content or self.calls)
+        return bool(self.content or self.calls or self.fragments)
 
 
 EMPTY = ToolStreamDelta()
@@ -165,4 +176,4 @@ class HeldStream(ToolStream):
         self._scanned += len(src.text)
         self._pending.clear()
         result = self._fmt.read_marked(src, self._request, self._policy)
-        return ToolStreamDelta(result.content or "", result.calls)
+        return ToolStreamDelta(result.content or "", result.calls, whole_call_deltas(result.calls, 0))

@@ -1,0 +1,245 @@
+"""A call's argument text as it is written: what can go out before the call ends.
+
+An :class:`ArgStreamer` reads one call's arguments from a :class:`~.pending.PendingText` (positions there
+stay put while the call is held), from where it stopped, and returns the argument text that can go out
+now. Every concatenation of what it returns is a prefix of the arguments string the whole reader returns
+for the same text (``ArgsSyntax.read`` / ``read_until``), and, once the arguments are read to their end,
+all of it:
+
+- :class:`JsonArgStreamer` (JSON arguments: the whole reader returns the model's own JSON text): the text
+  as written, from the object's ``{`` to its closing ``}`` (a JSON bracket counter that skips strings);
+- :class:`XmlArgStreamer` (one element per parameter: the whole reader returns ``{"k": v, ...}`` built by
+  ``_object_text``): ``{`` at once, ``"k": `` (with ``, `` before the second and later) when a parameter's
+  opening is read, a raw string value escaped as its text comes (a tail that may be the start of the
+  closing tag held back), any other value serialized when its parameter closes, ``}`` where the call's end
+  comes.
+
+Each ``advance`` costs O(the text added since the last one) plus a bounded tail (a held closing-tag prefix,
+or an element's opening while it is incomplete, at most :data:`MAX_OPENING` characters). Text that cannot
+be these arguments raises :class:`StreamStop` (the stream then stops sending this call's arguments early and
+the call is decided where its end comes).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from abc import ABC, abstractmethod
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from .args import NoMatch, _defs_of
+from .pending import PendingText
+from .request import ToolSpec
+from .syntax import LiteralText
+
+if TYPE_CHECKING:
+    from .args import XmlArgs
+
+__all__ = ["ArgStreamer", "JsonArgStreamer", "XmlArgStreamer", "StreamStop", "BracketDepth", "MAX_OPENING",
+           "json_string_body"]
+
+MAX_OPENING = 1024
+"""The longest opening (a call's, or a parameter's) read again at each feed while it is incomplete; a longer
+one stops the early streaming of its call (it is then decided at its end), so that a feed costs O(itself)."""
+
+_OUTSIDE_STRING = re.compile(r'[\[\]{}"]')
+_INSIDE_STRING = re.compile(r'["\\]')
+
+
+class StreamStop(Exception):
+    """The text read so far cannot be these arguments: stop streaming them early."""
+
+
+def json_string_body(s: str) -> str:
+    """``json.dumps(s, ensure_ascii=False)`` without its quotes: character by character, so the bodies of
+    the pieces of a string joined are the body of the string."""
+    return json.dumps(s, ensure_ascii=False)[1:-1]
+
+
+class BracketDepth:
+    """JSON bracket depth over plain text fed in order: where an opened bracket closes back to depth 0."""
+
+    __slots__ = ("depth", "in_string", "escape")
+
+    def __init__(self) -> None:
+        self.depth = 0
+        self.in_string = False
+        self.escape = False
+
+    def first_close(self, text: str, base: int) -> int:
+        """Feed ``text`` (at offset ``base``) up to the first close to depth 0: its position (``base`` +
+        offset, just after the bracket), or -1 when ``text`` has none (all of it fed)."""
+        i, n = 0, len(text)
+        while i < n:
+            if self.escape:
+                self.escape = False
+                i += 1
+                continue
+            if self.in_string:
+                m = _INSIDE_STRING.search(text, i)
+                if m is None:
+                    return -1
+                i = m.end()
+                if m.group() == "\\":
+                    self.escape = True
+                else:
+                    self.in_string = False
+                continue
+            m = _OUTSIDE_STRING.search(text, i)
+            if m is None:
+                return -1
+            c, i = m.group(), m.end()
+            if c == '"':
+                self.in_string = True
+            elif c in "[{":
+                self.depth += 1
+            elif self.depth > 0:
+                self.depth -= 1
+                if self.depth == 0:
+                    return base + i
+        return -1
+
+
+class ArgStreamer(ABC):
+    """One call's arguments, read as they are written (see the module docstring)."""
+
+    scanned: int = 0
+    """Characters examined so far (tests count work with it)."""
+
+    @abstractmethod
+    def advance(self, pending: PendingText) -> tuple[str, int]:
+        """-> (the argument text that can go out now, where the arguments end in ``pending`` once read,
+        else -1). :class:`StreamStop` when the text cannot be these arguments."""
+
+    @abstractmethod
+    def shift(self, n: int) -> None:
+        """The first ``n`` characters of the pending text were dropped (all before these arguments)."""
+
+
+class JsonArgStreamer(ArgStreamer):
+    """JSON object arguments from ``start``: leading whitespace skipped, then the text as written."""
+
+    def __init__(self, start: int) -> None:
+        self._pos = start
+        self._open = False
+        self._depth = BracketDepth()
+        self.scanned = 0
+
+    def shift(self, n: int) -> None:
+        self._pos -= n
+
+    def advance(self, pending: PendingText) -> tuple[str, int]:
+        w = pending.window(self._pos)
+        text = w.text
+        self.scanned += len(text)
+        if not text:
+            return "", -1
+        if not w.plain(0, len(text)):
+            raise StreamStop("a control token inside the arguments")
+        i = 0
+        if not self._open:
+            while i < len(text) and text[i] in " \t\r\n":
+                i += 1
+            if i == len(text):
+                self._pos += i
+                return "", -1
+            if text[i] != "{":
+                raise StreamStop("the arguments are not a JSON object")
+            self._open = True
+        close = self._depth.first_close(text[i:], i) if i else self._depth.first_close(text, 0)
+        if close >= 0:
+            end = self._pos + close
+            self._pos = end
+            return text[i:close], end
+        self._pos += len(text)
+        return text[i:], -1
+
+
+class XmlArgStreamer(ArgStreamer):
+    """Parameters of an :class:`~.args.XmlArgs` syntax from ``start`` up to ``call_end``, as JSON text."""
+
+    def __init__(self, syntax: XmlArgs, tool: ToolSpec, start: int, call_end: str, lit: LiteralText) -> None:
+        self._syntax, self._call_end, self._lit = syntax, call_end, lit
+        schema = tool.parameters
+        self._defs = _defs_of(schema)
+        declared = schema.get("properties") or {}
+        self._declared: Mapping[str, Any] = declared if isinstance(declared, Mapping) else {}
+        self._extra = schema.get("additionalProperties", True)
+        self._keys = sorted(self._declared, key=len, reverse=True)
+        self._k = syntax.param_end.index(syntax.close)  # the value ends this many characters before its close
+        self._hold = self._k + len(syntax.close) - 1    # a raw value's tail that may start its end
+        self._pos = start
+        self._opened = False
+        self._params = 0
+        self._in_value = False
+        self._key: str = ""
+        self._attr: Any = None
+        self._raw = False
+        self._vstart = 0
+        self._sent = 0  # a raw value's text sent up to here
+        self.scanned = 0
+
+    def shift(self, n: int) -> None:
+        self._pos -= n
+        self._vstart -= n
+        self._sent -= n
+
+    def advance(self, pending: PendingText) -> tuple[str, int]:
+        out: list[str] = []
+        if not self._opened:
+            self._opened = True
+            out.append("{")
+        while True:
+            if not self._in_value:
+                w = pending.window(self._pos)
+                self.scanned += len(w.text)
+                end = self._syntax.no_params_end(w, 0, self._call_end, self._lit) if not self._params else -1
+                if end >= 0 or w.match_literal(0, self._call_end, self._lit) >= 0:
+                    out.append("}")
+                    return "".join(out), self._pos + max(end, 0)
+                try:
+                    key, attr, vstart = self._syntax._read_begin(w, 0, self._keys, self._lit)
+                except NoMatch:
+                    if len(w.text) > MAX_OPENING:
+                        raise StreamStop("no parameter opening") from None
+                    return "".join(out), -1
+                out.append((", " if self._params else "") + json.dumps(key, ensure_ascii=False) + ": ")
+                self._key, self._attr = key, attr
+                self._raw = self._syntax.value_is_raw(key, attr, self._declared, self._defs)
+                if self._raw:
+                    out.append('"')
+                self._vstart = self._sent = self._pos + vstart
+                self._in_value = True
+            # the value: its closing tag is searched from _sent (a raw value's text is sent up to there;
+            # another value's text is only examined up to there, and read whole when it closes)
+            w = pending.window(self._sent)
+            text = w.text
+            self.scanned += len(text)
+            idx = w.find_literal(self._syntax.close, 0, self._lit)
+            if idx < 0:
+                safe = len(text) - self._hold
+                if safe > 0:
+                    if not w.plain(0, safe):
+                        raise StreamStop("a control token inside a parameter value")
+                    if self._raw:
+                        out.append(json_string_body(text[:safe]))
+                    self._sent += safe
+                return "".join(out), -1
+            vend = idx - self._k
+            if vend < 0 or w.match_literal(vend, self._syntax.param_end, self._lit) < 0 or not w.plain(0, vend):
+                raise StreamStop("a parameter that does not end as the syntax says")
+            if self._raw:
+                out.append(json_string_body(text[:vend]) + '"')
+            else:
+                whole = pending.window(self._vstart, self._sent + vend)
+                self.scanned += len(whole.text)
+                try:
+                    v = self._syntax._read_value(whole.text, 0, len(whole.text), self._key, self._attr,
+                                                 self._declared, self._extra, self._defs)
+                except (NoMatch, ValueError):
+                    raise StreamStop("a value that does not read") from None
+                out.append(json.dumps(v, ensure_ascii=False))
+            self._pos = self._sent + vend + len(self._syntax.param_end)
+            self._params += 1
+            self._in_value = False
