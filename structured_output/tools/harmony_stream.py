@@ -6,7 +6,9 @@ of ``<|end|>`` / ``<|call|>`` / ``<|return|>``. This stream decides each message
 complete: a call (a recipient and a channel) holds its body until the body ends and is then read as the
 whole reader reads it (a call the rules refuse, or whose body is not a JSON object, stays content); a final
 answer or a commentary preamble streams its body as content as it comes; any other message (analysis) gives
-nothing. Content messages are joined with ``"\\n"`` and the whole is stripped, as the whole reader does
+nothing. With ``stream_arguments``, a call of an allowed tool sends its first delta when its header is
+read and its body as it comes (leading whitespace dropped, trailing whitespace held), the rest where it
+ends; a body that then does not read keeps what was sent (it is not content). Content messages are joined with ``"\\n"`` and the whole is stripped, as the whole reader does
 (:class:`~.stream.ContentGate`). Text after the last message that never reaches a ``<|message|>`` is
 content, as there. Per feed: O(the feed), plus one read of a call body when the feed ends it.
 """
@@ -19,11 +21,11 @@ from typing import TYPE_CHECKING
 from thinkgate.reasoning.vocabulary import Vocabulary
 
 from .marked import MarkedText
-from .call_delta import whole_call_deltas
+from .call_delta import CallDelta, merge_call_deltas
 from .pending import PendingText, Piece
 from .policy import CallPolicy
 from .request import ToolRequest
-from .results import ToolCall
+from .results import ToolCall, new_call_id
 from .stream import EMPTY, ContentGate, ToolStream, ToolStreamDelta
 
 if TYPE_CHECKING:
@@ -74,6 +76,10 @@ class HarmonyStream(ToolStream):
                  stream_arguments: bool = False) -> None:
         self._fmt = fmt
         self._stream_arguments = stream_arguments
+        self._live: CallDelta | None = None  # the first delta of the call whose body is streaming
+        self._live_sent: list[str] = []
+        self._live_open = False
+        self._body_pos = 0  # its body is sent up to here (in the pending text)
         self._policy = policy
         special = frozenset(vocabulary.special_tokens)
         self._pending = PendingText(special)  # the current message's text not yet settled
@@ -120,12 +126,15 @@ class HarmonyStream(ToolStream):
             ends = self._ends if self._in_body else (_MESSAGE,)
             if _first(w, ends)[0] < 0:
                 self._search = max(0, len(p) - max(len(m) for m in ends) + 1)
+                if self._live is not None and self._in_body:
+                    return ToolStreamDelta("", (), self._live_body())
                 return EMPTY
         src = p.marked()  # what is held has just ended (or is small): built once per feed
         self._scanned += len(src.text)
         text, find = src.text, _Finder(src)
         out: list[str] = []
         calls: list[ToolCall] = []
+        frags: list[CallDelta] = []
         base = 0  # text before base is settled (dropped at the end of the run)
         while True:
             if not self._in_body:
@@ -139,6 +148,12 @@ class HarmonyStream(ToolStream):
                 out.append(self._header(src, base, msg))
                 base = msg + len(_MESSAGE)
                 self._in_body = True
+                if (self._kind == _CALL and self._stream_arguments and self._policy.tool(self._name) is not None
+                        and not self._policy.full(self._taken)):
+                    # a call of an allowed tool: its first delta now, its body as it comes
+                    self._live = CallDelta(self._taken, "", self._name, new_call_id())
+                    self._live_sent, self._live_open, self._body_pos = [], False, 0
+                    frags.append(self._live)
                 continue
             i, marker = -1, ""
             for m in self._ends:
@@ -155,9 +170,20 @@ class HarmonyStream(ToolStream):
             end = len(text) if i < 0 else i
             if self._kind == _CONTENT:
                 out.append(gate.text(text[base:end]))
+            elif self._kind == _CALL and self._live is not None:
+                # announced: the rest of its body (a body that does not read keeps what was sent)
+                live, self._live = self._live, None
+                sent = "".join(self._live_sent)
+                if self._fmt._is_call(src, base, end, self._name, self._policy, self._taken):
+                    args = text[base:end].strip()
+                    if args.startswith(sent):
+                        frags.append(CallDelta(live.index, args[len(sent):]))
+                        calls.append(ToolCall(self._name, args, live.id or ""))
+                self._taken += 1
             elif self._kind == _CALL:
                 if self._fmt._is_call(src, base, end, self._name, self._policy, self._taken):
                     calls.append(ToolCall(self._name, text[base:end].strip()))
+                    frags.append(CallDelta(self._taken, calls[-1].arguments, self._name, calls[-1].id))
                     self._taken += 1
                 else:
                     out.append(self._content_piece())
@@ -168,7 +194,31 @@ class HarmonyStream(ToolStream):
                 break
         p.drop(base)
         self._search = 0
-        return ToolStreamDelta("".join(out), tuple(calls), whole_call_deltas(calls, self._taken - len(calls)))
+        if self._live is not None and self._in_body and base < len(text):
+            frags.extend(self._live_body())  # the body read so far in this feed, after its header
+        return ToolStreamDelta("".join(out), tuple(calls), merge_call_deltas(frags))
+
+    def _live_body(self) -> tuple[CallDelta, ...]:
+        """An announced call's body text since the last feed, as its arguments will read it (``strip``):
+        leading whitespace dropped, trailing whitespace held until more text follows it."""
+        assert self._live is not None
+        w = self._pending.window(self._body_pos)
+        text = w.text
+        self._scanned += len(text)
+        i = 0
+        if not self._live_open:
+            i = len(text) - len(text.lstrip())
+            if i == len(text):
+                self._body_pos += i
+                return ()
+            self._live_open = True
+        core = text[i:].rstrip()
+        if not core or not w.plain(i, i + len(core)):
+            self._body_pos += i
+            return ()
+        self._body_pos += i + len(core)
+        self._live_sent.append(core)
+        return (CallDelta(self._live.index, core),)
 
     def _header(self, src: MarkedText, pos: int, msg: int) -> str:
         """Decide the message whose header is ``src.text[pos:msg]`` (from its start to ``<|message|>``)."""
