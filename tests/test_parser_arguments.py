@@ -1,0 +1,305 @@
+"""A constrained request's tool calls stream as they are written: the name first, then argument text.
+
+For a request whose output is generated under thinkgate's tool constraint (tool_choice ``"required"`` or a
+named function by default, ``constrained=True`` for an auto request with a strict tool), a call's first
+delta (index, id, type, name) goes out as soon as its name is read and allowed, and later deltas carry more
+argument text. On real vocabularies and template-rendered calls (``template_render.py`` with the corpus'
+tools and examples), for every chunking (hypothesis):
+
+- the fragments of each call concatenate to the whole parse's arguments, exactly (names, ids scheme,
+  indexes, content, finish_reason alike);
+- a call's name arrives before the delta that completes the call (the whole parse of the output so far
+  first holds the call there), and for formats that stream arguments, argument text arrives before it
+  when the arguments are long;
+- an output cut by max_tokens: what was sent of each call is a prefix of the uncut output's arguments and
+  finish_reason stays ``length``;
+- hostile values (unicode, escapes, ``<`` and closing-tag prefixes inside strings, split across deltas).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
+from support import EXAMPLES, FAMILIES, TOOLS, detokenizer, vocab
+from template_render import RENDERERS, render
+from test_parser_stream import PAIRINGS, parser_for
+
+from thinkgate.structured_output import Parser
+from thinkgate.structured_output.parse_request import RequestParser
+from thinkgate.structured_output.tools import MarkedDecoder, get_tool_reader
+
+# formats whose arguments stream before the call ends (Gemma 4's go out whole where the call ends)
+STREAMS_ARGUMENTS = {r for r, x in RENDERERS.items() if x.format != "gemma4"}
+
+
+def constrained_request(renderer: str, reasoning: str | None, **kw: Any) -> RequestParser:
+    fam = FAMILIES[RENDERERS[renderer].format]
+    p = parser_for(renderer, reasoning)
+    kw.setdefault("tools", TOOLS)
+    kw.setdefault("tool_choice", "required")
+    return p.request(prompt_token_ids=p.vocabulary.encode(fam.prompt), chat_template_kwargs=fam.kwargs or None, **kw)
+
+
+@dataclass
+class StreamedCall:
+    index: int
+    id: str
+    name: str
+    fragments: list[str] = field(default_factory=list)
+    first_delta: int = -1  # the delta (position in the list of deltas) of the call's first delta
+    text_deltas: list[int] = field(default_factory=list)  # the deltas that carried argument text
+
+    @property
+    def arguments(self) -> str:
+        return "".join(self.fragments)
+
+
+def collect_calls(deltas: Sequence[dict[str, Any] | None]) -> list[StreamedCall]:
+    """The calls of a stream's deltas, checking the OpenAI shape: a call's first delta has index, id, type
+    and name; later ones index and arguments only; indexes count from 0 in order of first deltas."""
+    calls: list[StreamedCall] = []
+    for k, d in enumerate(deltas):
+        for c in (d or {}).get("tool_calls", []):
+            i = c["index"]
+            if "id" in c:
+                assert i == len(calls), "a call's first delta comes once, in order"
+                assert c["type"] == "function" and set(c) == {"index", "id", "type", "function"}
+                calls.append(StreamedCall(i, c["id"], c["function"]["name"], first_delta=k))
+            else:
+                assert set(c) == {"index", "function"} and set(c["function"]) == {"arguments"}
+                assert 0 <= i < len(calls), "argument text of a call whose first delta went out"
+                assert c["function"]["arguments"], "a later delta always carries text"
+            if c["function"]["arguments"]:
+                calls[i].fragments.append(c["function"]["arguments"])
+                calls[i].text_deltas.append(k)
+    return calls
+
+
+def stream(req: RequestParser, ids: Sequence[int], cuts: Sequence[int], give_text: bool,
+           finish_reason: str = "stop") -> tuple[list[dict[str, Any] | None], str, str]:
+    """(the deltas, the first for ids[:bounds[1]] ..., the last the finish's; content; finish_reason)."""
+    detok = detokenizer(req.vocabulary)
+    bounds = [0, *sorted({c for c in cuts if 0 < c < len(ids)}), len(ids)]
+    deltas = []
+    for a, b in zip(bounds, bounds[1:]):
+        ch = list(ids[a:b])
+        deltas.append(req.parse_delta(ch, detok(ch) if give_text else None))
+    end = req.finish(finish_reason)
+    deltas.append(end.delta)
+    content = "".join((d or {}).get("content", "") for d in deltas)
+    return deltas, content, end.finish_reason
+
+
+@st.composite
+def call_outputs(draw: st.DrawFn, renderer: str) -> tuple[str, int]:
+    """(the thinking then calls as the template writes them, the number of calls)."""
+    r = RENDERERS[renderer]
+    fam = FAMILIES[r.format]
+    names = draw(st.lists(st.sampled_from(sorted(EXAMPLES)), min_size=1, max_size=2 if r.parallel else 1,
+                          unique=True))
+    calls = [(n, draw(st.sampled_from(EXAMPLES[n]))) for n in names]
+    return fam.thinking + render(renderer, calls), len(calls)
+
+
+SETTINGS = settings(max_examples=10, deadline=None, derandomize=True,
+                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
+                                           HealthCheck.filter_too_much])
+
+
+@pytest.mark.parametrize("renderer,reasoning", PAIRINGS, ids=[f"{p}-{r}" for r, p in PAIRINGS])
+@SETTINGS
+@given(data=st.data())
+def test_constrained_calls_stream_fragments_that_join_to_the_whole_arguments(renderer: str, reasoning: str | None,
+                                                                             data: st.DataObject) -> None:
+    text, n_calls = data.draw(call_outputs(renderer))
+    v = parser_for(renderer, reasoning).vocabulary
+    ids = v.encode(text)
+    cuts = data.draw(st.lists(st.integers(0, len(ids)), max_size=min(len(ids), 40)))
+    give_text = data.draw(st.booleans())
+    whole = constrained_request(renderer, reasoning).parse(ids, v.decode(ids) if give_text else None)
+    # a corpus value the syntax cannot hold (its closing tag inside a raw string) is no output of the grammar
+    assume(len(whole.tool_calls) == n_calls)
+    deltas, content, finish_reason = stream(constrained_request(renderer, reasoning), ids, cuts, give_text)
+    calls = collect_calls(deltas)
+    assert [(c.name, c.arguments) for c in calls] == [(c.name, c.arguments) for c in whole.tool_calls]
+    assert content == (whole.content or "")
+    assert finish_reason == whole.finish_reason == "tool_calls"
+    assert all(d is None or d for d in deltas)
+
+
+@pytest.mark.parametrize("renderer,reasoning", PAIRINGS, ids=[f"{p}-{r}" for r, p in PAIRINGS])
+@settings(max_examples=6, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_a_call_cut_by_max_tokens_keeps_a_prefix_of_its_arguments(renderer: str, reasoning: str | None,
+                                                                  data: st.DataObject) -> None:
+    """What goes out for a cut call: its first delta if its name was read, and argument text that is a prefix
+    of the arguments the uncut output has; finish_reason stays ``length``. (The whole parse of the cut
+    output has no such call: its text is content there; the stream has sent the call and drops the rest.)"""
+    text, n_calls = data.draw(call_outputs(renderer))
+    v = parser_for(renderer, reasoning).vocabulary
+    ids = v.encode(text)
+    full = constrained_request(renderer, reasoning).parse(ids).tool_calls
+    assume(len(full) == n_calls)
+    n = data.draw(st.integers(1, len(ids)))
+    cuts = data.draw(st.lists(st.integers(0, n), max_size=20))
+    deltas, content, finish_reason = stream(constrained_request(renderer, reasoning), ids[:n], cuts, False, "length")
+    assert finish_reason == "length"
+    calls = collect_calls(deltas)
+    assert len(calls) <= len(full)
+    for got, want in zip(calls, full):
+        assert got.name == want.name
+        assert want.arguments.startswith(got.arguments)
+    cut_whole = constrained_request(renderer, reasoning).parse(ids[:n], finish_reason="length")
+    assert (cut_whole.content or "").startswith(content)
+
+
+def _decided_at(req_for, ids: Sequence[int], k_calls: int) -> list[int]:
+    """For each of the first ``k_calls`` calls, the first n such that the whole parse of ids[:n+1] holds it."""
+    out: list[int] = []
+    for n in range(len(ids)):
+        if len(req_for().parse(ids[:n + 1]).tool_calls) > len(out):
+            out.append(n)
+            if len(out) == k_calls:
+                break
+    return out
+
+
+LONG = ("Zürich, \"quoted\" \\ back\\slash, tab\t, newline\n, <b>tag</b>, </param and </parameter-ish, "
+        "emoji 🌦 and 北京 — " * 3)
+
+
+@pytest.mark.parametrize("renderer,reasoning", PAIRINGS, ids=[f"{p}-{r}" for r, p in PAIRINGS])
+def test_the_name_and_argument_text_arrive_before_the_call_ends(renderer: str, reasoning: str | None) -> None:
+    """One token per delta: each call's first delta comes before the delta whose ids complete the call
+    (the whole parse of the output so far first holds it there); where arguments stream, a long string
+    argument goes out in several fragments before then, and the fragments join to the whole arguments."""
+    r = RENDERERS[renderer]
+    calls = [("translate", {"text": LONG, "target_lang": "de"})]
+    if r.parallel:
+        calls.append(("get_weather", {"location": "北京 <x>", "unit": "celsius"}))
+    v = parser_for(renderer, reasoning).vocabulary
+    ids = v.encode(FAMILIES[r.format].thinking + render(renderer, calls))
+    whole = constrained_request(renderer, reasoning).parse(ids)
+    assert [c.name for c in whole.tool_calls] == [n for n, _ in calls]
+    assert json.loads(whole.tool_calls[0].arguments)["text"] == LONG
+    deltas, _, _ = stream(constrained_request(renderer, reasoning), ids, range(len(ids)), False)
+    got = collect_calls(deltas)
+    assert [(c.name, c.arguments) for c in got] == [(c.name, c.arguments) for c in whole.tool_calls]
+    decided = _decided_at(lambda: constrained_request(renderer, reasoning), ids, len(calls))
+    for call, at in zip(got, decided):
+        assert call.first_delta < at, f"{call.name}: the name came with the call's end"
+        early = [k for k in call.text_deltas if k < at]
+        if renderer in STREAMS_ARGUMENTS and call.name == "translate":
+            assert len(early) > 5, f"{call.name}: its argument text waited for the call's end"
+            # and every fragment sent so far was a prefix of the final arguments (checked by the join above)
+
+
+XML_HOSTILE = ["a </paramete b", "</", "<", "x <parameter=y>\nz", "\\u00e9 \\\"", "\"quoted\"", "tab\tnl\n",
+               "🌦 北京", "ends with <", "ends with </", "ends with </parameter", "a</arg_value", "&lt;"]
+
+
+@pytest.mark.parametrize("renderer", sorted(STREAMS_ARGUMENTS))
+@settings(max_examples=15, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_hostile_string_values_split_anywhere_stream_exactly(renderer: str, data: st.DataObject) -> None:
+    """Values with unicode, escapes, ``<`` and prefixes of the closing tag, split across deltas anywhere:
+    the fragments join to the whole parse's arguments (for XML formats, JSON built incrementally)."""
+    fmt = RENDERERS[renderer].format
+    reasoning = FAMILIES[fmt].parser
+    v = parser_for(renderer, reasoning).vocabulary
+    value = "".join(data.draw(st.lists(st.sampled_from(XML_HOSTILE), min_size=1, max_size=4)))
+    fam = FAMILIES[fmt]
+    if fam.xml is not None and fam.xml[1] in value and not fam.close_ends_value:
+        value = value.replace(fam.xml[1], "")
+    ids = v.encode(fam.thinking + render(renderer, [("get_weather", {"location": value, "unit": "celsius"})]))
+    whole = constrained_request(renderer, reasoning).parse(ids)
+    if not whole.tool_calls:  # a value that this syntax cannot hold (its closing tag): nothing to compare
+        return
+    cuts = data.draw(st.lists(st.integers(0, len(ids)), max_size=len(ids)))
+    deltas, content, _ = stream(constrained_request(renderer, reasoning), ids, cuts, data.draw(st.booleans()))
+    got = collect_calls(deltas)
+    assert [(c.name, c.arguments) for c in got] == [(c.name, c.arguments) for c in whole.tool_calls]
+    assert content == (whole.content or "")
+
+
+def test_the_default_follows_tool_choice_and_auto_opts_in_only_with_a_constraint() -> None:
+    p = Parser(vocab("qwen3_6"), "qwen3", "qwen3_6")
+    named = {"type": "function", "function": {"name": "get_weather"}}
+    assert p.request(tools=TOOLS, tool_choice="required").constrained
+    assert p.request(tools=TOOLS, tool_choice=named).constrained
+    assert not p.request(tools=TOOLS).constrained
+    assert not p.request(tools=TOOLS, tool_choice="required", constrained=False).constrained
+    plain = [t for t in TOOLS if t["function"].get("strict") is not True]
+    with pytest.raises(ValueError, match="no tool constraint"):
+        p.request(tools=plain, constrained=True)  # auto without a strict tool: nothing guarantees the calls
+    with pytest.raises(ValueError, match="constrained"):
+        p.request(tools=TOOLS, constrained="yes")  # type: ignore[arg-type]
+    strict = [dict(t, function={**t["function"], "strict": True}) for t in TOOLS if t["function"]["name"] == "get_weather"]
+    assert p.request(tools=strict, constrained=True).constrained
+    # constrained=False: a call goes out whole, in the delta that decides it
+    ids = p.vocabulary.encode("</think>\n\n" + render("qwen3_6", [("get_weather", {"location": "Paris"})]))
+    req = p.request(tools=TOOLS, tool_choice="required", constrained=False)
+    deltas = [req.parse_delta([t]) for t in ids] + [req.finish().delta]
+    items = [c for d in deltas if d for c in d.get("tool_calls", [])]
+    assert len(items) == 1 and items[0]["function"]["arguments"] == '{"location": "Paris"}'
+
+
+def test_an_auto_request_that_opts_in_keeps_a_call_that_breaks_after_its_name() -> None:
+    """Where the grammar was not in force after all (auto, ``constrained=True``), a call whose first delta
+    went out and whose text then breaks stays a call with the argument text sent; its text is not content,
+    and the text after it streams on."""
+    p = Parser(vocab("qwen3_6"), "qwen3", "hermes")
+    strict = [{"type": "function", "function": {**t["function"], "strict": True}} for t in TOOLS
+              if t["function"]["name"] == "get_weather"]
+    broken = '<tool_call>\n{"name": "get_weather", "arguments": {"location": "Zür'
+    ids = p.vocabulary.encode("</think>\n\nChecking. " + broken + "</tool_call> And more.")
+    req = p.request(tools=strict, constrained=True)
+    deltas, content, finish_reason = stream(req, ids, range(len(ids)), False)
+    [call] = collect_calls(deltas)
+    assert call.name == "get_weather" and call.arguments == '{"location": "Zür'
+    assert "Zür" not in content and content.startswith("Checking.") and content.endswith("And more.")
+    assert finish_reason == "tool_calls"
+    # the whole parse cannot know what the stream sent: the broken call is content there
+    assert p.request(tools=strict, constrained=True).parse(ids).tool_calls == ()
+
+
+def _work(fmt: str, vocab_name: str, n: int) -> tuple[float, int]:
+    """(characters examined per character of output, the most examined by one delta) for one call whose
+    string argument is ``n`` repetitions of a phrase, fed one token per delta, arguments streaming."""
+    v = vocab(vocab_name)
+    text = render(fmt, [("get_weather", {"location": "Zürich <b> " * n})])
+    ids = v.encode(text)
+    reader = get_tool_reader(fmt, TOOLS, "required")
+    dec, s = MarkedDecoder(v), reader.stream(v, stream_arguments=True)
+    most = last = 0
+    sent, calls = 0, []
+    for t in ids:
+        d = s.feed(dec.feed([t]))
+        sent += sum(len(f.arguments) for f in d.fragments)
+        calls += d.calls
+        if not d.calls:  # the delta that completes the call reads it whole, once
+            most = max(most, s.scanned - last)
+        last = s.scanned
+    d = s.finish()
+    calls += d.calls
+    sent += sum(len(f.arguments) for f in d.fragments)
+    assert len(calls) == 1 and sent == len(calls[0].arguments)
+    assert json.loads(calls[0].arguments)["location"] == "Zürich <b> " * n
+    return s.scanned / len(text), most
+
+
+@pytest.mark.parametrize("fmt", ["hermes", "qwen3_6", "deepseek_v4", "mistral", "llama3_json", "kimi_k2", "glm47",
+                                 "minimax_m2", "openai"])
+def test_streamed_arguments_cost_grows_with_the_deltas_not_with_the_call_so_far(fmt: str) -> None:
+    small, small_most = _work(fmt, FAMILIES[fmt].vocab, 20)
+    large, large_most = _work(fmt, FAMILIES[fmt].vocab, 800)
+    # per character of output the work is flat (re-reading the call so far at each delta would be 40x),
+    # and no delta examines more than a bounded tail (a held closing-tag prefix, an incomplete opening)
+    assert large < small * 1.5 + 1
+    assert large_most <= small_most + 8
