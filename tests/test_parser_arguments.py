@@ -303,3 +303,22 @@ def test_streamed_arguments_cost_grows_with_the_deltas_not_with_the_call_so_far(
     # and no delta examines more than a bounded tail (a held closing-tag prefix, an incomplete opening)
     assert large < small * 1.5 + 1
     assert large_most <= small_most + 8
+
+
+@pytest.mark.parametrize("renderer,reasoning", PAIRINGS, ids=[f"{p}-{r}" for r, p in PAIRINGS])
+@settings(max_examples=8, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_a_constrained_view_fed_malformed_output_keeps_the_openai_shape(renderer: str, reasoning: str | None,
+                                                                       data: st.DataObject) -> None:
+    """Output the grammar would not have allowed (a character deleted or a junk token inserted) never raises,
+    and the deltas keep the OpenAI shape (first deltas in index order, later ones text for a sent call), and
+    finish_reason says tool_calls exactly when a call went out."""
+    text, _ = data.draw(call_outputs(renderer))
+    i = data.draw(st.integers(0, len(text) - 1))
+    text = text[:i] + data.draw(st.sampled_from(["", "<", "}", "\"", "</", "\n"])) + text[i + 1:]
+    v = parser_for(renderer, reasoning).vocabulary
+    ids = v.encode(text)
+    cuts = data.draw(st.lists(st.integers(0, len(ids)), max_size=30))
+    deltas, _, finish_reason = stream(constrained_request(renderer, reasoning), ids, cuts, False)
+    got = collect_calls(deltas)
+    assert finish_reason == ("tool_calls" if got else "stop")
