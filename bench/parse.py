@@ -12,11 +12,15 @@ near N_max / N_min (100 with the defaults); a per-delta cost that grows with the
 near 1. Every run checks that the call was read (the timed path is the real one).
 
 The ``json`` format's output is a JSON array of calls (no content beside it): its N tokens are calls.
+``--constrained`` opens the views with tool_choice ``"required"``: the call then streams as it is written
+(its name, then argument text; ``Parser.request(constrained=...)``), and the call's deltas are timed on
+that path.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import time
 from typing import Any
 
@@ -94,6 +98,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--window", type=int, default=200,
                    help="the last WINDOW tokens (content, then the call) are fed one per delta and timed (default 200)")
     p.add_argument("--repeat", type=int, default=3, help="runs per format and size, pooled (default 3)")
+    p.add_argument("--constrained", action="store_true",
+                   help="tool_choice required (a constrained request view: calls stream name first, then argument "
+                        "text) instead of auto (calls go out once decided)")
     p.add_argument("--out", default=None, help="JSON-lines file for the rows (default bench-results/parse.jsonl)")
 
 
@@ -116,7 +123,7 @@ def _output(fmt: str, vocab: Any, n: int, window: int) -> tuple[list[int], int]:
     return ids, max(0, len(ids) - window)
 
 
-def run_format(fmt: str, sizes: list[int], window: int, repeat: int) -> list[dict[str, Any]]:
+def run_format(fmt: str, sizes: list[int], window: int, repeat: int, constrained: bool = False) -> list[dict[str, Any]]:
     from bench.harness import progress, summarize
     from bench.vocabs import FORMAT_VOCABULARY, format_vocabulary
     from thinkgate.structured_output import Parser
@@ -125,7 +132,7 @@ def run_format(fmt: str, sizes: list[int], window: int, repeat: int) -> list[dic
     vocab = format_vocabulary(fmt)
     parser = Parser(vocab, reasoning, fmt)
     prompt = vocab.encode(prompt_text)
-    choice = "required" if fmt == "json" else "auto"
+    choice = "required" if fmt == "json" or constrained else "auto"
     clock = time.perf_counter_ns
     outputs = {n: _output(fmt, vocab, n, window) for n in sizes}
     samples: dict[int, list[float]] = {n: [] for n in sizes}
@@ -139,21 +146,27 @@ def run_format(fmt: str, sizes: list[int], window: int, repeat: int) -> list[dic
             for a in range(0, timed_from, 512):
                 req.parse_delta(ids[a:min(a + 512, timed_from)])
             names: list[str] = []
+            args: list[str] = []
             for t in ids[timed_from:]:
                 t0 = clock()
                 d = req.parse_delta([t])
                 samples[n].append((clock() - t0) / 1e3)
                 if d:
-                    names += [c["function"]["name"] for c in d.get("tool_calls", ())]
+                    names += [c["function"]["name"] for c in d.get("tool_calls", ()) if "id" in c]
+                    args += [c["function"]["arguments"] for c in d.get("tool_calls", ())]
             end = req.finish()
             if end.delta:
-                names += [c["function"]["name"] for c in end.delta.get("tool_calls", ())]
+                names += [c["function"]["name"] for c in end.delta.get("tool_calls", ()) if "id" in c]
+                args += [c["function"]["arguments"] for c in end.delta.get("tool_calls", ())]
             if "get_weather" not in names:
                 raise RuntimeError(f"{fmt}: the call was not read at {n} tokens (the timed path is not the real one)")
+            if fmt != "json" and json.loads("".join(args)) != json.loads(_ARGS):
+                raise RuntimeError(f"{fmt}: the call's argument deltas join to {''.join(args)!r}, not {_ARGS!r}")
     rows: list[dict[str, Any]] = []
     for n in sizes:
         s = summarize(samples[n])
-        rows.append({"format": fmt, "reasoning": reasoning or "-", "vocab": FORMAT_VOCABULARY[fmt],
+        rows.append({"format": fmt, "mode": "constrained" if constrained else "auto", "reasoning": reasoning or "-",
+                     "vocab": FORMAT_VOCABULARY[fmt],
                      "output_tokens": len(outputs[n][0]), "timed_deltas": len(samples[n]),
                      "delta_median_us": s.median_us, "delta_p90_us": s.p90_us, "delta_mean_us": s.mean_us})
     base = min(rows, key=lambda r: r["output_tokens"])
@@ -167,8 +180,8 @@ def main(args: argparse.Namespace) -> int:
 
     rows: list[dict[str, Any]] = []
     for fmt in args.formats:
-        rows += run_format(fmt, sorted(args.sizes), max(1, args.window), max(1, args.repeat))
-    print_table(rows, ["format", "reasoning", "vocab", "output_tokens", "delta_median_us", "delta_p90_us",
+        rows += run_format(fmt, sorted(args.sizes), max(1, args.window), max(1, args.repeat), args.constrained)
+    print_table(rows, ["format", "mode", "reasoning", "vocab", "output_tokens", "delta_median_us", "delta_p90_us",
                        "delta_mean_us", "ratio_vs_smallest"])
     path = write_rows("parse", rows, args.out)
     progress(f"rows appended to {path}")

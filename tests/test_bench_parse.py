@@ -26,6 +26,18 @@ def test_bench_parse_tiny(tmp_path, capsys):
         assert r["delta_median_us"] > 0 and r["output_tokens"] >= 60
 
 
+def test_bench_parse_constrained_tiny(tmp_path, capsys):
+    """--constrained: the call streams name first, then argument text (the bench checks that the argument
+    deltas join to the call's arguments)."""
+    out = tmp_path / "parse.jsonl"
+    rc = main(["parse", "--formats", "hermes,qwen3_6,openai", "--sizes", "120,300", "--window", "60", "--repeat", "1",
+               "--constrained", "--out", str(out)])
+    assert rc == 0
+    assert_table(capsys.readouterr().out, ["format", "mode", *COLUMNS[1:]])
+    rows = read_rows(out, "parse", COLUMNS)
+    assert {r["mode"] for r in rows} == {"constrained"} and len(rows) == 6
+
+
 def test_bench_parse_rejects_unknown_format():
     with pytest.raises(SystemExit):
         main(["parse", "--formats", "nope"])
