@@ -322,3 +322,30 @@ def test_a_constrained_view_fed_malformed_output_keeps_the_openai_shape(renderer
     deltas, _, finish_reason = stream(constrained_request(renderer, reasoning), ids, cuts, False)
     got = collect_calls(deltas)
     assert finish_reason == ("tool_calls" if got else "stop")
+
+
+@pytest.mark.parametrize("fmt,unit", [
+    ("hermes", '<tool_call>\n{"name": "get_weather", "arguments": {"location": "x'),
+    ("hermes", "<tool_call>x "),
+    ("qwen3_6", "<tool_call>\n<function=get_weather>\n<parameter=location>\nx </param"),
+    ("deepseek_v4", '<｜DSML｜tool_calls>\n<｜DSML｜invoke name="get_weather">\n<｜DSML｜parameter name="location" '),
+    ("kimi_k2", "<|tool_calls_section_begin|><|tool_call_begin|>functions.get_weather:0<|tool_call_argument_begin|>{"),
+    ("mistral", "[TOOL_CALLS]get_weather[ARGS]{ "),
+    ("openai", "<|start|>assistant<|channel|>commentary to=functions.get_weather<|message|>{"),
+])
+def test_a_hostile_run_in_one_delta_costs_linear_work_with_streamed_arguments(fmt: str, unit: str) -> None:
+    """Calls that start and never read, many in one delta and one token per delta, with arguments
+    streaming: the work per character stays flat (an opening read again at each feed is bounded)."""
+    v = vocab(FAMILIES[fmt].vocab)
+    work = []
+    for k in (100, 400):
+        ids = v.encode(unit * k)
+        for step in (len(ids), 1):
+            reader = get_tool_reader(fmt, TOOLS, "required")
+            dec, s = MarkedDecoder(v), reader.stream(v, stream_arguments=True)
+            for a in range(0, len(ids), step):
+                s.feed(dec.feed(ids[a:a + step]))
+            s.finish()
+            work.append(s.scanned / len(unit * k))
+    # [one delta at 100, one token per delta at 100, one delta at 400, one token per delta at 400]
+    assert work[2] < work[0] * 1.5 + 1 and work[3] < work[1] * 1.5 + 1

@@ -78,8 +78,10 @@ class HarmonyStream(ToolStream):
         self._stream_arguments = stream_arguments
         self._live: CallDelta | None = None  # the first delta of the call whose body is streaming
         self._live_sent: list[str] = []
+        self._live_ws: list[str] = []  # its body's trailing whitespace, held
         self._live_open = False
-        self._body_pos = 0  # its body is sent up to here (in the pending text)
+        self._live_stopped = False
+        self._body_pos = 0  # its body is read up to here (in the pending text)
         self._policy = policy
         special = frozenset(vocabulary.special_tokens)
         self._pending = PendingText(special)  # the current message's text not yet settled
@@ -152,7 +154,8 @@ class HarmonyStream(ToolStream):
                         and not self._policy.full(self._taken)):
                     # a call of an allowed tool: its first delta now, its body as it comes
                     self._live = CallDelta(self._taken, "", self._name, new_call_id())
-                    self._live_sent, self._live_open, self._body_pos = [], False, 0
+                    self._live_sent, self._live_ws, self._live_open, self._live_stopped = [], [], False, False
+                    self._body_pos = 0
                     frags.append(self._live)
                 continue
             i, marker = -1, ""
@@ -200,25 +203,33 @@ class HarmonyStream(ToolStream):
 
     def _live_body(self) -> tuple[CallDelta, ...]:
         """An announced call's body text since the last feed, as its arguments will read it (``strip``):
-        leading whitespace dropped, trailing whitespace held until more text follows it."""
+        leading whitespace dropped, trailing whitespace held until more text follows it. A control token in
+        the body stops the early sending (the body cannot read as arguments). O(the new text)."""
         assert self._live is not None
+        if self._live_stopped:
+            return ()
         w = self._pending.window(self._body_pos)
         text = w.text
         self._scanned += len(text)
-        i = 0
+        self._body_pos += len(text)
+        if not text:
+            return ()
+        if not w.plain(0, len(text)):
+            self._live_stopped = True
+            return ()
         if not self._live_open:
-            i = len(text) - len(text.lstrip())
-            if i == len(text):
-                self._body_pos += i
+            text = text.lstrip()
+            if not text:
                 return ()
             self._live_open = True
-        core = text[i:].rstrip()
-        if not core or not w.plain(i, i + len(core)):
-            self._body_pos += i
+        core = text.rstrip()
+        if not core:
+            self._live_ws.append(text)
             return ()
-        self._body_pos += i + len(core)
-        self._live_sent.append(core)
-        return (CallDelta(self._live.index, core),)
+        out = "".join(self._live_ws) + core
+        self._live_ws = [text[len(core):]] if len(core) < len(text) else []
+        self._live_sent.append(out)
+        return (CallDelta(self._live.index, out),)
 
     def _header(self, src: MarkedText, pos: int, msg: int) -> str:
         """Decide the message whose header is ``src.text[pos:msg]`` (from its start to ``<|message|>``)."""
