@@ -240,7 +240,8 @@ def test_the_default_follows_tool_choice_and_auto_opts_in_only_with_a_constraint
         p.request(tools=plain, constrained=True)  # auto without a strict tool: nothing guarantees the calls
     with pytest.raises(ValueError, match="constrained"):
         p.request(tools=TOOLS, constrained="yes")  # type: ignore[arg-type]
-    strict = [dict(t, function={**t["function"], "strict": True}) for t in TOOLS if t["function"]["name"] == "get_weather"]
+    strict = [dict(t, function={**t["function"], "strict": True}) for t in TOOLS
+              if t["function"]["name"] == "get_weather"]
     assert p.request(tools=strict, constrained=True).constrained
     # constrained=False: a call goes out whole, in the delta that decides it
     ids = p.vocabulary.encode("</think>\n\n" + render("qwen3_6", [("get_weather", {"location": "Paris"})]))
@@ -328,7 +329,8 @@ def test_a_constrained_view_fed_malformed_output_keeps_the_openai_shape(renderer
     ("hermes", '<tool_call>\n{"name": "get_weather", "arguments": {"location": "x'),
     ("hermes", "<tool_call>x "),
     ("qwen3_6", "<tool_call>\n<function=get_weather>\n<parameter=location>\nx </param"),
-    ("deepseek_v4", '<｜DSML｜tool_calls>\n<｜DSML｜invoke name="get_weather">\n<｜DSML｜parameter name="location" '),
+    ("deepseek_v4", '<｜DSML｜tool_calls>\n<｜DSML｜invoke name="get_weather">\n'
+                    '<｜DSML｜parameter name="location" '),
     ("kimi_k2", "<|tool_calls_section_begin|><|tool_call_begin|>functions.get_weather:0<|tool_call_argument_begin|>{"),
     ("mistral", "[TOOL_CALLS]get_weather[ARGS]{ "),
     ("openai", "<|start|>assistant<|channel|>commentary to=functions.get_weather<|message|>{"),

@@ -205,7 +205,8 @@ class DsmlArgs(XmlArgs):
             return False
 
     def no_params_end(self, src: MarkedText, pos: int, call_end: str, lit: LiteralText) -> int:
-        if src.text.startswith("\n", pos) and src.plain(pos, pos + 1) and src.match_literal(pos + 1, call_end, lit) >= 0:
+        if (src.text.startswith("\n", pos) and src.plain(pos, pos + 1)
+                and src.match_literal(pos + 1, call_end, lit) >= 0):
             return pos + 1
         return -1
 

@@ -8,7 +8,8 @@ whole reader reads it (a call the rules refuse, or whose body is not a JSON obje
 answer or a commentary preamble streams its body as content as it comes; any other message (analysis) gives
 nothing. With ``stream_arguments``, a call of an allowed tool sends its first delta when its header is
 read and its body as it comes (leading whitespace dropped, trailing whitespace held), the rest where it
-ends; a body that then does not read keeps what was sent (it is not content). Content messages are joined with ``"\\n"`` and the whole is stripped, as the whole reader does
+ends; a body that then does not read keeps what was sent (it is not content). Content messages are joined
+with ``"\\n"`` and the whole is stripped, as the whole reader does
 (:class:`~.stream.ContentGate`). Text after the last message that never reaches a ``<|message|>`` is
 content, as there. Per feed: O(the feed), plus one read of a call body when the feed ends it.
 """

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 from .arg_stream import MAX_OPENING, ArgStreamer, StreamStop
 from .args import NoMatch
 from .call_delta import CallDelta
+from .marked import MarkedText
 from .pending import PendingText
 from .policy import CallPolicy
 from .request import ToolSpec
@@ -74,7 +75,7 @@ class LiveBlock:
             self._stopped = True
         return out
 
-    def _window_text(self, pending: PendingText):  # -> MarkedText
+    def _window_text(self, pending: PendingText) -> MarkedText:
         w = pending.window(self._pos)
         self.scanned += len(w.text)
         return w
