@@ -12,7 +12,9 @@ all of it:
   ``_object_text``): ``{`` at once, ``"k": `` (with ``, `` before the second and later) when a parameter's
   opening is read, a raw string value escaped as its text comes (a tail that may be the start of the
   closing tag held back), any other value serialized when its parameter closes, ``}`` where the call's end
-  comes.
+  comes;
+- :class:`GemmaArgStreamer` (Gemma 4: the whole reader returns ``json.dumps`` of the value it reads):
+  that serialization, built as the value is read.
 
 Each ``advance`` costs O(the text added since the last one) plus a bounded tail (a held closing-tag prefix,
 or an element's opening while it is incomplete, at most :data:`MAX_OPENING` characters). Text that cannot
@@ -29,6 +31,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from .args import NoMatch, _defs_of
+from .marked import MAX_ARGUMENT_DEPTH, MarkedText
 from .pending import PendingText
 from .request import ToolSpec
 from .syntax import LiteralText
@@ -36,7 +39,7 @@ from .syntax import LiteralText
 if TYPE_CHECKING:
     from .args import XmlArgs
 
-__all__ = ["ArgStreamer", "JsonArgStreamer", "XmlArgStreamer", "StreamStop", "BracketDepth", "MAX_OPENING",
+__all__ = ["ArgStreamer", "JsonArgStreamer", "XmlArgStreamer", "GemmaArgStreamer", "StreamStop", "BracketDepth", "MAX_OPENING",
            "json_string_body"]
 
 MAX_OPENING = 1024
@@ -243,3 +246,146 @@ class XmlArgStreamer(ArgStreamer):
             self._pos = self._sent + vend + len(self._syntax.param_end)
             self._params += 1
             self._in_value = False
+
+
+_KEY_CHARS = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_DELIMITERS = re.compile(r"[,}\]]")
+
+
+class GemmaArgStreamer(ArgStreamer):
+    """Gemma 4's arguments (``{key:value,...}``, strings between ``<|"|>`` tokens) as the whole reader
+    returns them, ``json.dumps`` of the value read: ``{``, ``[``, ``, ``, ``"key": `` and closing brackets as
+    they are read, a string escaped as its text comes, any other scalar (``1.50``, ``true``, ``None``) when
+    the character after it shows where it ends. Only for a tool whose every object declares its keys
+    (``GemmaArgs.streams``): there a key comes once per object, so the dict the whole reader builds keeps the
+    written order and values (a key written twice would move where the whole reader puts its value)."""
+
+    def __init__(self, quote: str, names: tuple[str, ...], key_colon: re.Pattern[str], start: int) -> None:
+        self._q, self._names, self._key_colon = quote, names, key_colon
+        self._pos = start
+        self._stack: list[str] = []   # the open "{" / "[" around the next value
+        self._state = "value"         # value | key | after | string | array_first
+        self._first = False           # an object: no key read yet (an empty object may close)
+        self.scanned = 0
+
+    def shift(self, n: int) -> None:
+        self._pos -= n
+
+    def _key(self, w: MarkedText, i: int) -> tuple[str, int] | None | bool:
+        """The key at ``i`` and the position after its ``:``; True when more text may change it; None when
+        there is none (as ``GemmaArgs._read_key`` reads it: the longest declared name, else ``[A-Za-z_]...``)."""
+        text = w.text
+        rest = text[i:i + MAX_OPENING + 1]
+        found: tuple[str, int] | None = None
+        for name in self._names:
+            end = i + len(name)
+            if text.startswith(":", end) and text.startswith(name, i) and w.plain(i, end + 1):
+                found = (name, end + 1)
+                break
+        if found is None:
+            m = self._key_colon.match(text, i)
+            if m is not None:
+                found = (m.group()[:-1], m.end())
+        shortest = len(found[0]) if found is not None else -1
+        if any(len(n) > shortest and len(rest) <= len(n) and (n + ":").startswith(rest) for n in self._names):
+            return True  # a longer declared name may still be written here
+        if found is None and (not rest or _KEY_CHARS.fullmatch(rest)):
+            return True
+        return found
+
+    def advance(self, pending: PendingText) -> tuple[str, int]:
+        w = pending.window(self._pos)
+        text = w.text
+        self.scanned += len(text)
+        out: list[str] = []
+        i, n, q = 0, len(text), self._q
+        while i < n or (self._state == "after" and not self._stack):
+            state = self._state
+            if state == "after" and not self._stack:  # the arguments' object closed
+                self._pos += i
+                return "".join(out), self._pos
+            if state == "string":
+                k = w.find_marker(q, i)
+                stop = k if k >= 0 else n - _prefix_tail(text, q)
+                if not w.plain(i, stop):
+                    raise StreamStop("a control token inside a string")
+                out.append(json_string_body(text[i:stop]))
+                if k < 0:
+                    i = stop
+                    break
+                out.append('"')
+                i, self._state = k + len(q), "after"
+            elif state == "key":
+                key = self._key(w, i)
+                if key is True:
+                    if n - i > MAX_OPENING:
+                        raise StreamStop("a key too long to read again")
+                    break
+                if key is None:
+                    if self._first and text.startswith("}", i):
+                        out.append("}")
+                        self._stack.pop()
+                        i, self._state = i + 1, "after"
+                        continue
+                    raise StreamStop("expected a key")
+                out.append(json.dumps(key[0], ensure_ascii=False) + ": ")
+                i, self._first, self._state = key[1], False, "value"
+            elif state == "after":
+                c = text[i]
+                if c == ",":
+                    out.append(", ")
+                    i += 1
+                    self._state = "key" if self._stack[-1] == "{" else "value"
+                elif c == ("}" if self._stack[-1] == "{" else "]"):
+                    out.append(c)
+                    self._stack.pop()
+                    i += 1
+                else:
+                    raise StreamStop("expected , or a closing bracket")
+            elif state == "array_first" and text.startswith("]", i):
+                out.append("]")
+                self._stack.pop()
+                i, self._state = i + 1, "after"
+            else:  # a value
+                if not self._stack and text[i] != "{":
+                    raise StreamStop("the arguments are not an object")
+                if w.marker_at(i, q):
+                    out.append('"')
+                    i, self._state = i + len(q), "string"
+                elif text[i] in "{[":
+                    if len(self._stack) >= MAX_ARGUMENT_DEPTH:
+                        raise StreamStop("nested too deeply")
+                    out.append(text[i])
+                    self._stack.append(text[i])
+                    self._first = text[i] == "{"
+                    i, self._state = i + 1, "key" if text[i] == "{" else "array_first"
+                else:  # a scalar: it ends at the next delimiter
+                    m = _DELIMITERS.search(text, i)
+                    if m is None:
+                        if n - i > MAX_OPENING:
+                            raise StreamStop("a scalar too long to read again")
+                        break
+                    token = text[i:m.start()]
+                    if not w.plain(i, m.start()) or token != token.strip():
+                        raise StreamStop("not a scalar")
+                    if token == "None":
+                        v: Any = None
+                    else:
+                        try:
+                            v = json.loads(token)
+                        except (ValueError, RecursionError):
+                            raise StreamStop("not a scalar") from None
+                        if isinstance(v, (dict, list, str)):
+                            raise StreamStop("not a scalar")
+                    out.append(json.dumps(v, ensure_ascii=False))
+                    i, self._state = m.start(), "after"
+        self._pos += i
+        return "".join(out), -1
+
+
+def _prefix_tail(text: str, marker: str) -> int:
+    """The length of the longest tail of ``text`` that is a proper prefix of ``marker``."""
+    for k in range(min(len(text), len(marker) - 1), 0, -1):
+        if marker.startswith(text[len(text) - k:]):
+            return k
+    return 0

@@ -610,6 +610,42 @@ class GemmaArgs(ArgsSyntax):
             raise NoMatch("a control token inside a value")
         return v, end
 
+    def streamer(self, tool: ToolSpec, start: int, call_end: str, lit: LiteralText) -> ArgStreamer | None:
+        if not (tool.enforce and self._closed(tool.schema, _defs_of(tool.schema))):
+            return None  # an object of any keys may repeat one: only the end tells where its value goes
+        from .arg_stream import GemmaArgStreamer  # arg_stream reads this module's syntaxes
+        return GemmaArgStreamer(self.quote, _declared_names(tool.parameters), _GEMMA_KEY_COLON, start)
+
+    def _closed(self, schema: Any, defs: Mapping[str, Any], depth: int = 0) -> bool:
+        """Whether every object :meth:`_value` admits under ``schema`` declares its keys (each then comes
+        once per object in a call the grammar writes)."""
+        try:
+            s = resolve_ref(schema, defs)
+        except ValueError:
+            return False
+        if not isinstance(s, Mapping) or not s or depth > 16:
+            return False
+        if "const" in s or (isinstance(s.get("enum"), list) and s["enum"]):
+            return True
+        for key in ("anyOf", "oneOf"):
+            if isinstance(s.get(key), list) and s[key]:
+                base = {k: v for k, v in s.items() if k != key}
+                return all(isinstance(a, Mapping) and self._closed({**base, **a}, defs, depth + 1) for a in s[key])
+        t = s.get("type")
+        if isinstance(t, list):
+            return bool(t) and all(self._closed({**s, "type": x}, defs, depth + 1) for x in t)
+        if t is None:
+            t = "object" if "properties" in s else ("array" if "items" in s else None)
+        if t in ("string", "integer", "number", "boolean", "null"):
+            return True
+        if t == "object":
+            props = s.get("properties")
+            return isinstance(props, Mapping) and bool(props) and all(
+                self._closed(v, defs, depth + 1) for v in props.values())
+        if t == "array":
+            return self._closed(s.get("items", True), defs, depth + 1)
+        return False
+
     def read(self, src: MarkedText, pos: int, tool: ToolSpec, lit: LiteralText) -> tuple[str, int]:
         v, end = self._read_value(src, pos, 0, _declared_names(tool.parameters))
         if not isinstance(v, dict):

@@ -3,7 +3,7 @@
 While :class:`~.call_stream.CallFormatStream` holds a block until its end, this reader walks the same
 definition over the text so far: the section's opening, each call's opening (``CallFormat.read_header``:
 its name, written whole and followed by the rest of the opening), its arguments (the syntax's
-:class:`~.arg_stream.ArgStreamer`, or nothing until the block ends for a syntax without one), the call's
+:class:`~.arg_stream.ArgStreamer`, or nothing until the block ends where the syntax has none for the tool), the call's
 end and the separator before the next call. It returns :class:`~.call_delta.CallDelta` s: a call's first
 delta once its name is read and the request's rules allow a call of that tool at that index, then
 argument text. When the block's end comes, the stream reads the block whole and sends what is left of each
