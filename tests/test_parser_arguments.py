@@ -6,8 +6,8 @@ delta (index, id, type, name) goes out as soon as its name is read and allowed, 
 argument text. On real vocabularies and template-rendered calls (``template_render.py`` with the corpus'
 tools and examples), for every chunking (hypothesis):
 
-- the fragments of each call concatenate to the whole parse's arguments, exactly (names, ids scheme,
-  indexes, content, finish_reason alike);
+- the fragments of each call concatenate to the whole parse's arguments, exactly (names, indexes, content,
+  finish_reason alike), for tool_choice required and for an auto request that opts in (content beside);
 - a call's name arrives before the delta that completes the call (the whole parse of the output so far
   first holds the call there), and argument text arrives before it when the arguments are long;
 - an output cut by max_tokens: what was sent of each call is a prefix of the uncut output's arguments and
@@ -97,14 +97,20 @@ def stream(req: RequestParser, ids: Sequence[int], cuts: Sequence[int], give_tex
 
 
 @st.composite
-def call_outputs(draw: st.DrawFn, renderer: str) -> tuple[str, int]:
-    """(the thinking then calls as the template writes them, the number of calls)."""
+def call_outputs(draw: st.DrawFn, renderer: str, content: bool = False) -> tuple[str, int]:
+    """(the thinking then calls as the template writes them, with content before them when ``content``,
+    the number of calls)."""
     r = RENDERERS[renderer]
     fam = FAMILIES[r.format]
     names = draw(st.lists(st.sampled_from(sorted(EXAMPLES)), min_size=1, max_size=2 if r.parallel else 1,
                           unique=True))
     calls = [(n, draw(st.sampled_from(EXAMPLES[n]))) for n in names]
-    return fam.thinking + render(renderer, calls), len(calls)
+    text = draw(st.sampled_from(["", "Let me check that.", "  Sure: \n", "Ünïcode ✓ 北京 <b>"])) if content else ""
+    try:
+        body = render(renderer, calls, text)
+    except ValueError:  # a template that writes no content beside calls (Llama 3.1)
+        body = render(renderer, calls)
+    return fam.thinking + body, len(calls)
 
 
 SETTINGS = settings(max_examples=10, deadline=None, derandomize=True,
@@ -117,15 +123,19 @@ SETTINGS = settings(max_examples=10, deadline=None, derandomize=True,
 @given(data=st.data())
 def test_constrained_calls_stream_fragments_that_join_to_the_whole_arguments(renderer: str, reasoning: str | None,
                                                                              data: st.DataObject) -> None:
-    text, n_calls = data.draw(call_outputs(renderer))
+    # tool_choice required (no content beside the calls), or auto with a strict tool whose constraint the
+    # server applied (constrained=True: content, then calls)
+    auto = data.draw(st.booleans())
+    kw: dict[str, Any] = {"tool_choice": "auto", "constrained": True} if auto else {}
+    text, n_calls = data.draw(call_outputs(renderer, content=auto))
     v = parser_for(renderer, reasoning).vocabulary
     ids = v.encode(text)
     cuts = data.draw(st.lists(st.integers(0, len(ids)), max_size=min(len(ids), 40)))
     give_text = data.draw(st.booleans())
-    whole = constrained_request(renderer, reasoning).parse(ids, v.decode(ids) if give_text else None)
+    whole = constrained_request(renderer, reasoning, **kw).parse(ids, v.decode(ids) if give_text else None)
     # a corpus value the syntax cannot hold (its closing tag inside a raw string) is no output of the grammar
     assume(len(whole.tool_calls) == n_calls)
-    deltas, content, finish_reason = stream(constrained_request(renderer, reasoning), ids, cuts, give_text)
+    deltas, content, finish_reason = stream(constrained_request(renderer, reasoning, **kw), ids, cuts, give_text)
     calls = collect_calls(deltas)
     assert [(c.name, c.arguments) for c in calls] == [(c.name, c.arguments) for c in whole.tool_calls]
     assert content == (whole.content or "")
