@@ -18,6 +18,7 @@ tools and examples), for every chunking (hypothesis):
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -190,7 +191,7 @@ def test_the_name_and_argument_text_arrive_before_the_call_ends(renderer: str, r
     (the whole parse of the output so far first holds it there); where arguments stream, a long string
     argument goes out in several fragments before then, and the fragments join to the whole arguments."""
     r = RENDERERS[renderer]
-    calls = [("translate", {"text": LONG, "target_lang": "de"})]
+    calls = [("translate", {"text": LONG, "source_lang": LONG, "target_lang": "de"})]
     if r.parallel:
         calls.append(("get_weather", {"location": "北京 <x>", "unit": "celsius"}))
     v = parser_for(renderer, reasoning).vocabulary
@@ -207,7 +208,10 @@ def test_the_name_and_argument_text_arrive_before_the_call_ends(renderer: str, r
         early = [k for k in call.text_deltas if k < at]
         if renderer in STREAMS_ARGUMENTS and call.name == "translate":
             assert len(early) > 5, f"{call.name}: its argument text waited for the call's end"
-            # and every fragment sent so far was a prefix of the final arguments (checked by the join above)
+            # both long strings (the first and a later parameter) went out as they came
+            sent = "".join(call.fragments[:len(early)])
+            for key in ("text", "source_lang"):
+                assert re.search(f'"{key}": ?"Zürich, \\\\"quoted', sent), f"{key} waited for the call's end"
 
 
 XML_HOSTILE = ["a </paramete b", "</", "<", "x <parameter=y>\nz", "\\u00e9 \\\"", "\"quoted\"", "tab\tnl\n",

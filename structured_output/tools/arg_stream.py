@@ -230,7 +230,11 @@ class XmlArgStreamer(ArgStreamer):
                     self._sent += safe
                 return "".join(out), -1
             vend = idx - self._k
-            if vend < 0 or w.match_literal(vend, self._syntax.param_end, self._lit) < 0 or not w.plain(0, vend):
+            if vend < 0 or not w.plain(0, vend):
+                raise StreamStop("a parameter that does not end as the syntax says")
+            if w.match_literal(vend, self._syntax.param_end, self._lit) < 0:
+                if len(text) < vend + len(self._syntax.param_end):
+                    return "".join(out), -1  # the rest of its end (``\n`` after ``</parameter>``) is to come
                 raise StreamStop("a parameter that does not end as the syntax says")
             if self._raw:
                 out.append(json_string_body(text[:vend]) + '"')
