@@ -17,10 +17,12 @@ from pathlib import Path
 from typing import Any
 
 from bench.vocabs import SYNTHETIC_FAMILIES, synthetic_vocabulary
+from template_render import RENDERERS
 from thinkgate.reasoning.base import ReasoningEnd
 from thinkgate.reasoning.markers import TokenMarkerParser
 from thinkgate.reasoning.vocabulary import Vocabulary, load_vocabulary
-from thinkgate.structured_output import StructuredOutputManager
+from thinkgate.structured_output import Parser, StructuredOutputManager
+
 
 # ================================================================================================
 # reasoning: streaming checks shared by the token-marker families' modules
@@ -381,3 +383,20 @@ def read_rows(path: Path, bench: str, keys: Sequence[str]) -> list[dict[str, Any
         rows.append(row)
     assert rows, f"{path} has no rows"
     return rows
+
+
+# (renderer, reasoning parser): every renderer with its family's parser, and the other pairings models use
+PAIRINGS: list[tuple[str, str | None]] = [(r, FAMILIES[x.format].parser) for r, x in RENDERERS.items()] + [
+    ("deepseek_v3", "deepseek_r1"),   # DeepSeek-R1 writes V3's calls
+    ("glm47", "glm45"),               # GLM-4.7's calls with the GLM-4.5 reasoning name
+]
+
+_PARSERS: dict[tuple[str, str | None], Parser] = {}
+
+
+def parser_for(renderer: str, reasoning: str | None) -> Parser:
+    key = (renderer, reasoning)
+    if key not in _PARSERS:
+        fmt = RENDERERS[renderer].format
+        _PARSERS[key] = Parser(vocab(FAMILIES[fmt].vocab), reasoning, fmt)
+    return _PARSERS[key]

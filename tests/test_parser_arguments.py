@@ -26,9 +26,8 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
-from support import EXAMPLES, FAMILIES, TOOLS, detokenizer, vocab
+from support import EXAMPLES, FAMILIES, PAIRINGS, TOOLS, detokenizer, parser_for, vocab
 from template_render import RENDERERS, render
-from test_parser_stream import PAIRINGS, parser_for
 
 from thinkgate.structured_output import Parser
 from thinkgate.structured_output.parse_request import RequestParser

@@ -19,28 +19,11 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from support import EXAMPLES, FAMILIES, TOOLS, detokenizer, vocab
+from support import EXAMPLES, FAMILIES, PAIRINGS, TOOLS, detokenizer, parser_for, vocab
 from template_render import RENDERERS, render
 
 from thinkgate.structured_output import Parser, ParseResult
 from thinkgate.structured_output.parse_request import RequestParser
-
-# (renderer, reasoning parser): every renderer with its family's parser, and the other pairings models use
-PAIRINGS: list[tuple[str, str | None]] = [(r, FAMILIES[x.format].parser) for r, x in RENDERERS.items()] + [
-    ("deepseek_v3", "deepseek_r1"),   # DeepSeek-R1 writes V3's calls
-    ("glm47", "glm45"),               # GLM-4.7's calls with the GLM-4.5 reasoning name
-]
-
-_PARSERS: dict[tuple[str, str | None], Parser] = {}
-
-
-def parser_for(renderer: str, reasoning: str | None) -> Parser:
-    key = (renderer, reasoning)
-    if key not in _PARSERS:
-        fmt = RENDERERS[renderer].format
-        _PARSERS[key] = Parser(vocab(FAMILIES[fmt].vocab), reasoning, fmt)
-    return _PARSERS[key]
-
 
 def request_for(renderer: str, reasoning: str | None, **kw: Any) -> RequestParser:
     fam = FAMILIES[RENDERERS[renderer].format]
