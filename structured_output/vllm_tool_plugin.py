@@ -32,8 +32,12 @@ startup (vLLM builds the composed parser once with the tokenizer), naming the ma
   (``key_order="schema"``): vLLM runs no check of the finished output, so the any-order grammar, whose
   duplicate and missing keys thinkgate's manager catches at the end, would let them through here.
 - ``extract_tool_calls(model_output, request)`` (a whole output): vLLM 0.34's ``DelegatingParser.parse``
-  hands a tool parser only the text after the reasoning, never the ids, so this reads the text
-  (``ToolReader.read``: a marker's characters count as the marker, as for vLLM's own parsers).
+  hands a tool parser only the text after the reasoning, never the ids, so the text is encoded with the
+  vocabulary (special-token text becomes the control token) and the view's ``parse`` reads those ids:
+  the same reader as the stream, so a whole output and its stream give the same message whenever the
+  model's ids are its text's encoding. A marker the model spelled with ordinary tokens therefore counts
+  as the marker here (as for vLLM's own parsers, which read text), but not in the stream. (A vocabulary
+  without an encoder is read as text, ``ToolReader.read``.)
 - ``extract_tool_calls_streaming(..., delta_token_ids, request)`` (``engine_based_streaming = True``):
   each delta's token ids go to the view's ``parse_delta``: markers count only where the model wrote the
   control token, the cost is the delta's, the growing text is never read. ``finish_streaming()`` (vLLM
@@ -45,10 +49,15 @@ startup (vLLM builds the composed parser once with the tokenizer), naming the ma
   (its default reads them as a bare JSON list, which is not the model's syntax); the request's rules
   (the named function only, parallel calls off) are the reader's.
 
-Under vLLM's own xgrammar backend the structural tag compiles with vLLM's full-vocabulary tokenizer info:
-the markers are matched as tokens by id, but JSON strings and free text are not kept from producing
-control tokens. With thinkgate's general plugin (``THINKGATE_VLLM_BACKEND=1``) structural tags still go
-to vLLM's xgrammar backend (``vllm_backend.handled_by_xgrammar``), so the same holds there.
+Under vLLM's own xgrammar backend the structural tag compiles with vLLM's full-vocabulary tokenizer info
+(control tokens are ordinary text there): the markers are matched by id, but JSON strings and free text
+are not kept from producing control tokens, and with xgrammar 0.2.8 the DSML tags of ``deepseek_v32`` and
+``deepseek_v4`` can reach a state that allows no token after a call's first parameter (seen on a string
+parameter followed by an enum one: the model's own second parameter is masked;
+``tests/integration/test_vllm_tool_constraint.py`` pins it). With thinkgate's
+general plugin (``THINKGATE_VLLM_BACKEND=1``) the tag compiles with thinkgate's compiler
+(``vllm_backend.handled_by_xgrammar``: it names its markers as tokens): control tokens never inside
+strings or free text, and the DSML calls go through.
 The ``openai`` (harmony) format's constraint covers the thinking, which vLLM's gate does not apply a
 grammar to: its requests get no constraint from this plugin (vLLM serves harmony through its own path).
 """
@@ -213,10 +222,15 @@ class ThinkgateVllmToolParser(ToolParser):
         view = self._view(request)
         if view.reader is None:
             return ExtractedToolCallInformation(tools_called=False, tool_calls=[], content=model_output or None)
-        result = view.reader.read(model_output)
-        calls = [ToolCall(id=c.id, function=FunctionCall(id=c.id, name=c.name, arguments=c.arguments))
-                 for c in result.calls]
-        return ExtractedToolCallInformation(tools_called=bool(calls), tool_calls=calls, content=result.content)
+        vocab = self.parser.vocabulary
+        if vocab.can_encode:  # the text's ids, markers where the text spells them (module docstring)
+            parsed = view.parse(vocab.encode(model_output), model_output)
+            content, found = parsed.content, parsed.tool_calls
+        else:
+            result = view.reader.read(model_output)
+            content, found = result.content, result.calls
+        calls = [ToolCall(id=c.id, function=FunctionCall(id=c.id, name=c.name, arguments=c.arguments)) for c in found]
+        return ExtractedToolCallInformation(tools_called=bool(calls), tool_calls=calls, content=content)
 
     # -- streaming -------------------------------------------------------------------------------
     def extract_tool_calls_streaming(self, previous_text: str, current_text: str, delta_text: str,
