@@ -8,6 +8,15 @@ Load it with ``vllm serve MODEL --tool-parser-plugin thinkgate.structured_output
 (``thinkgate_hermes``, ``thinkgate_qwen3_6``, ``thinkgate_deepseek_v4``, ``thinkgate_mistral`` ...). Nothing
 else in thinkgate imports this module; it is the only one of its package that imports vLLM's tool parsers.
 
+Why a tool parser, not one of vLLM's unified parsers
+----------------------------------------------------
+vLLM 0.34 has unified parsers (``vllm/parser/``: ``Parser`` with ``parse`` / ``parse_delta``, and the
+declarative ``ParserEngine``), but ``vllm serve`` selects them only by its built-in names: the flags
+``--reasoning-parser`` and ``--tool-call-parser`` are composed into a ``DelegatingParser`` over the two
+registered halves (``ParserManager._compose_parser``), and no flag or registry takes a whole ``Parser``
+class. So thinkgate plugs in as the two halves, both engine-based (fed each delta's token ids), which is
+what a unified parser gets too.
+
 What vLLM does with a tool parser, and what each call does here
 ---------------------------------------------------------------
 vLLM's serving layer composes the reasoning parser and the tool parser into one ``DelegatingParser``

@@ -26,7 +26,7 @@ from types import SimpleNamespace as NS
 
 import numpy as np
 import pytest
-from support import BY_NAME, EXAMPLES, TOOLS
+from support import BY_NAME, EXAMPLES
 from template_render import render
 from tool_serving import chat_request, parser_cls
 

@@ -18,69 +18,18 @@ from __future__ import annotations
 
 import random
 import zlib
-from typing import Any
 
 import pytest
 from support import EXAMPLES, FAMILIES, TOOLS, detokenizer, vocab
-from template_render import RENDERERS, render
-from tool_serving import Message, chat_request, norm, parser_cls, streamed, whole
-from vocab_tokenizer import VocabTokenizer
+from template_render import RENDERERS
+from tool_serving import cases, chat_request, ours, parser_cls, streamed, tokenizer, whole
 
 import thinkgate.reasoning.vllm_plugin  # noqa: F401  (registers thinkgate_<family>)
 import thinkgate.structured_output.vllm_tool_plugin  # noqa: F401  (registers thinkgate_<format>)
-from thinkgate.structured_output import Parser
 
 RENDERED = [r for r, x in RENDERERS.items() if x.format != "openai"]
 REAL = {"qwen3_6", "deepseek_v4", "magistral"}
 NAMED = {"type": "function", "function": {"name": "get_weather"}}
-_TOK: dict[str, Any] = {}
-
-
-def tokenizer(vocab_name: str) -> Any:
-    if vocab_name not in _TOK:
-        _TOK[vocab_name] = VocabTokenizer(vocab(vocab_name))
-    return _TOK[vocab_name]
-
-
-def cases(renderer: str, n: int, seed: int, first: str | None = None) -> list[tuple[str, str]]:
-    """(output text, what was changed): ``n`` outputs drawn with ``seed`` (``first``: the first call's tool)."""
-    r = RENDERERS[renderer]
-    fam = FAMILIES[r.format]
-    rng = random.Random(seed)
-    out = []
-    for i in range(n):
-        names = rng.sample(sorted(EXAMPLES), 2 if r.parallel and i % 2 else 1)
-        if first is not None:
-            names = [first, *(x for x in names if x != first)][:len(names)]
-        calls = [(name, rng.choice(EXAMPLES[name])) for name in names]
-        content = rng.choice(["", "Let me check that.", "Ünïcode ✓ 北京"])
-        try:
-            body = render(renderer, calls, content)
-        except ValueError:  # a template that writes no content beside calls (Llama 3.1)
-            body = render(renderer, calls)
-        change = ["none", "none", "after", "delete", "cut"][i % 5]
-        if change == "after":
-            body += "\n\nDone."
-        elif change == "delete":
-            k = rng.randrange(len(body))
-            body = body[:k] + body[k + 1:]
-        elif change == "cut":
-            body = body[:rng.randrange(len(body) // 2, len(body))]
-        out.append((fam.thinking + body, change))
-    return out
-
-
-def ours(renderer: str, ids: list[int], tool_choice: Any) -> Message:
-    fmt = RENDERERS[renderer].format
-    fam = FAMILIES[fmt]
-    v = vocab(fam.vocab)
-    req = Parser(v, fam.parser, fmt).request(tools=TOOLS, tool_choice=tool_choice,
-                                             prompt_token_ids=v.encode(fam.prompt),
-                                             chat_template_kwargs=fam.kwargs or None)
-    r = req.parse(ids)
-    return Message(norm(r.reasoning), norm(r.content), tuple((c.name, c.arguments) for c in r.tool_calls))
-
-
 @pytest.mark.parametrize("tool_choice", ["auto", "required", "named"])
 @pytest.mark.parametrize("renderer", RENDERED)
 def test_vllm_serving_with_the_plugin_equals_our_parser(renderer: str, tool_choice: str) -> None:

@@ -43,8 +43,7 @@ from typing import Any
 import pytest
 from support import FAMILIES, TOOLS, detokenizer, vocab
 from template_render import RENDERERS
-from test_vllm_tool_messages import cases, ours, tokenizer
-from tool_serving import Message, chat_request, parser_cls, streamed, whole
+from tool_serving import Message, cases, chat_request, ours, parser_cls, streamed, tokenizer, whole
 
 # thinkgate renderer -> vLLM 0.34's built-in tool parser of that format
 BUILTIN = {

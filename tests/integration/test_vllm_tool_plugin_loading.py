@@ -97,3 +97,18 @@ def test_a_bad_request_fails_alone_naming_its_cause(vllm_tokenizers, tools, caus
         cls(tok, bad.tools).adjust_request(bad)
     good = chat_request(TOOLS, "required")  # the next request is served as if nothing happened
     assert cls(tok, good.tools).adjust_request(good).structured_outputs.structural_tag
+
+
+def test_a_stream_given_an_id_outside_the_vocabulary_fails_alone(vllm_tokenizers):
+    """A delta with an id the vocabulary does not define: a ``ValueError`` naming it, for that stream; a
+    stream of the same server beside it goes on."""
+    tok, vocab = vllm_tokenizers["qwen3_6"]
+    cls = parser_cls(tok, "thinkgate_hermes", None)
+    req = chat_request(TOOLS, "auto")
+    bad, good = cls(tok, req.tools), cls(tok, req.tools)
+    call = vocab.encode('<tool_call>\n{"name": "ping", "arguments": {}}\n</tool_call>')
+    assert good.parse_delta("", call[:3], req, [], finished=False) is None  # a call being written
+    with pytest.raises(ValueError, match=str(len(vocab.token_bytes) + 7)):
+        bad.parse_delta("", [len(vocab.token_bytes) + 7], req, [], finished=False)
+    end = good.parse_delta("", call[3:], req, [], finished=True)
+    assert [(c.function.name, c.function.arguments) for c in end.tool_calls] == [("ping", "{}")]

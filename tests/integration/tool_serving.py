@@ -4,14 +4,23 @@
 :func:`whole` is the non-streaming path (``set_prompt_token_ids`` then ``parse``), :func:`streamed` the
 streaming one (``parse_delta`` per chunk, ``finished`` on the last). Both return a :class:`Message`:
 reasoning, content (None when empty or blank, as vLLM returns it) and the calls as (name, arguments),
-plus, for a stream, the tool-call deltas as they came. A helper module, not a test.
+plus, for a stream, the tool-call deltas as they came. :func:`cases` draws the outputs (the model's chat
+template writing the corpus's calls after the family's thinking, some damaged), :func:`ours` is thinkgate's
+own Parser's answer. A helper module, not a test.
 """
 
 from __future__ import annotations
 
+import random
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
+
+from support import EXAMPLES, FAMILIES, TOOLS, vocab
+from template_render import RENDERERS, render
+from vocab_tokenizer import VocabTokenizer
+
+from thinkgate.structured_output import Parser
 
 
 @dataclass(frozen=True)
@@ -77,3 +86,51 @@ def streamed(cls: type, tok: Any, request: Any, prompt: Sequence[int], ids: Sequ
     assert sorted(calls) == list(range(len(calls))), f"call indices {sorted(calls)}"
     return Message(norm("".join(reasoning)), norm("".join(content)),
                    tuple((calls[i][0], calls[i][1]) for i in sorted(calls)), tuple(deltas))
+
+
+_TOK: dict[str, Any] = {}
+
+
+def tokenizer(vocab_name: str) -> Any:
+    if vocab_name not in _TOK:
+        _TOK[vocab_name] = VocabTokenizer(vocab(vocab_name))
+    return _TOK[vocab_name]
+
+
+def cases(renderer: str, n: int, seed: int, first: str | None = None) -> list[tuple[str, str]]:
+    """(output text, what was changed): ``n`` outputs drawn with ``seed`` (``first``: the first call's tool)."""
+    r = RENDERERS[renderer]
+    fam = FAMILIES[r.format]
+    rng = random.Random(seed)
+    out = []
+    for i in range(n):
+        names = rng.sample(sorted(EXAMPLES), 2 if r.parallel and i % 2 else 1)
+        if first is not None:
+            names = [first, *(x for x in names if x != first)][:len(names)]
+        calls = [(name, rng.choice(EXAMPLES[name])) for name in names]
+        content = rng.choice(["", "Let me check that.", "Ünïcode ✓ 北京"])
+        try:
+            body = render(renderer, calls, content)
+        except ValueError:  # a template that writes no content beside calls (Llama 3.1)
+            body = render(renderer, calls)
+        change = ["none", "none", "after", "delete", "cut"][i % 5]
+        if change == "after":
+            body += "\n\nDone."
+        elif change == "delete":
+            k = rng.randrange(len(body))
+            body = body[:k] + body[k + 1:]
+        elif change == "cut":
+            body = body[:rng.randrange(len(body) // 2, len(body))]
+        out.append((fam.thinking + body, change))
+    return out
+
+
+def ours(renderer: str, ids: list[int], tool_choice: Any) -> Message:
+    fmt = RENDERERS[renderer].format
+    fam = FAMILIES[fmt]
+    v = vocab(fam.vocab)
+    req = Parser(v, fam.parser, fmt).request(tools=TOOLS, tool_choice=tool_choice,
+                                             prompt_token_ids=v.encode(fam.prompt),
+                                             chat_template_kwargs=fam.kwargs or None)
+    r = req.parse(ids)
+    return Message(norm(r.reasoning), norm(r.content), tuple((c.name, c.arguments) for c in r.tool_calls))
