@@ -156,6 +156,8 @@ class ThinkgateVllmReasoningParser(VllmReasoningParser):
         # serving: the stream and a tracker fed the same deltas (when to hand over to the tool parser)
         self._stream: ReasoningStream | None = None
         self._stream_end: ReasoningTracker | None = None
+        # the delta in which the stream's thinking ended, and where its content starts in it
+        self._stream_split: tuple[tuple[int, ...], int] | None = None
         # count_reasoning_tokens: (ids counted, their count) once the end is among them
         self._counted: tuple[int, int] | None = None
 
@@ -168,7 +170,7 @@ class ThinkgateVllmReasoningParser(VllmReasoningParser):
 
     def adjust_initial_state_from_prompt(self, prompt_token_ids: Sequence[int]) -> None:
         self._set_prompt(prompt_token_ids)
-        self._stream = self._stream_end = None
+        self._stream = self._stream_end = self._stream_split = None
 
     def _prompt_ids(self) -> Sequence[int]:
         return self._prompt if self._prompt is not None else ()
@@ -241,6 +243,12 @@ class ThinkgateVllmReasoningParser(VllmReasoningParser):
         self._gate_pos = start
 
     def extract_content_ids(self, input_ids: list[int]) -> list[int]:
+        """The content ids of a whole output, from the prompt's state. vLLM's serving layer also calls it
+        with the one delta in which the stream's thinking ended (to hand its content to the tool parser):
+        that delta is split where the stream's tracker saw the end, not read as an output's start."""
+        split = self._stream_split
+        if split is not None and tuple(input_ids) == split[0]:
+            return list(input_ids[split[1]:])
         return self.parser.extract_content_ids(input_ids, self._prompt_ids(), self.chat_template_kwargs)
 
     def count_reasoning_tokens(self, token_ids: Sequence[int]) -> int:
@@ -265,7 +273,9 @@ class ThinkgateVllmReasoningParser(VllmReasoningParser):
         if self._stream is None or self._stream_end is None:
             self._stream = self.parser.new_stream(self._prompt_ids(), self.chat_template_kwargs)
             self._stream_end = self.parser.new_tracker(self._prompt_ids(), self.chat_template_kwargs)
-        self._stream_end.advance(delta_token_ids)
+        end = self._stream_end.advance(delta_token_ids)
+        if end is not None:
+            self._stream_split = (tuple(delta_token_ids), end.content_start)
         return _to_vllm(self._stream.feed(delta_token_ids, delta_text))
 
     def has_engine_confirmed_reasoning_end(self) -> bool:

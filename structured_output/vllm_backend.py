@@ -19,9 +19,10 @@ markers) never inside JSON strings, regex or free text; JSON whitespace bounded 
 (``max_whitespace``, 16; vLLM's ``disable_any_whitespace`` gives ``json.dumps``'s layout); the JSON
 Schema keywords xgrammar drops either enforced or checked on the finished output (a violation makes
 ``accept_tokens`` refuse the stop token, so vLLM ends the request); compiles in worker processes with
-a deadline that really stops them; one compile per distinct constraint. Structural tags (what
-vLLM's tool parsers send) and Lark grammars stay with vLLM's own xgrammar backend, built beside it on
-first need (:func:`handled_by_xgrammar`).
+a deadline that really stops them; one compile per distinct constraint. Structural tags that name
+control tokens as tokens (thinkgate's tool plugin sends those) compile with thinkgate too; those that
+write a control token as text (vLLM's own tool parsers write ``<tool_call>`` so), and Lark grammars, stay
+with vLLM's own xgrammar backend, built beside it on first need (:func:`handled_by_xgrammar`).
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ from thinkgate.reasoning.vocabulary import Vocabulary
 from thinkgate.structured_output.compiler import CompiledConstraint, Compiler
 from thinkgate.structured_output.constraints import Constraint
 from thinkgate.structured_output.schema_support import new_matcher, output_problem
+from thinkgate.structured_output.xgrammar_adapter import GrammarBuilder
 
 __all__ = ["ThinkgateBackend", "ThinkgateGrammar", "constraint_of", "handled_by_xgrammar", "install", "uninstall",
            "installed"]
@@ -62,15 +64,23 @@ def constraint_of(request_type: StructuredOutputOptions, spec: str, *, disable_a
         return Constraint.choice(json.loads(spec))
     if request_type == StructuredOutputOptions.GRAMMAR:
         return Constraint.grammar(spec)
+    if request_type == StructuredOutputOptions.STRUCTURAL_TAG:
+        return Constraint.structural_tag(spec)
     raise ValueError(f"unsupported structured output type {request_type!s}")
 
 
-def handled_by_xgrammar(request_type: StructuredOutputOptions, spec: str) -> bool:
-    """Requests thinkgate leaves to vLLM's own xgrammar backend: structural tags (vLLM's tool parsers
-    write control tokens such as ``<tool_call>`` as literal text in them, which thinkgate's compiler
-    refuses: it names tokens by format) and Lark grammars."""
+def handled_by_xgrammar(request_type: StructuredOutputOptions, spec: str, vocabulary: Vocabulary) -> bool:
+    """Requests thinkgate leaves to vLLM's own xgrammar backend: Lark grammars, and structural tags that
+    thinkgate's compiler refuses because a literal writes a control token as text (vLLM's own tool
+    parsers write ``<tool_call>`` so; thinkgate's compiler gives control tokens no text, so that text
+    could never match the token the model writes). A tag that names its markers as tokens (thinkgate's
+    tool plugin) is thinkgate's. The check walks the tag's JSON once (``resolve_structural_tag``)."""
     if request_type == StructuredOutputOptions.STRUCTURAL_TAG:
-        return True
+        try:
+            GrammarBuilder(vocabulary).resolve_structural_tag(json.loads(spec))
+        except ValueError:
+            return True
+        return False
     return request_type == StructuredOutputOptions.GRAMMAR and "::=" not in spec
 
 
@@ -150,7 +160,7 @@ class ThinkgateBackend(StructuredOutputBackend):
 
     def compile_grammar(self, request_type: StructuredOutputOptions, grammar_spec: str,
                         stop_token_ids: set[int] | None = None) -> StructuredOutputGrammar:
-        if handled_by_xgrammar(request_type, grammar_spec):
+        if handled_by_xgrammar(request_type, grammar_spec, self.vocabulary):
             with self._xgrammar_lock:
                 if self._xgrammar is None:
                     self._xgrammar = _ORIGINAL.get("XgrammarBackend", _vllm_xgrammar())(

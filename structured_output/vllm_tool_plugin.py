@@ -1,0 +1,275 @@
+"""thinkgate's tool-call formats as vLLM 0.34 tool-parser plugins.
+
+Load it with ``vllm serve MODEL --tool-parser-plugin thinkgate.structured_output.vllm_tool_plugin
+--tool-call-parser thinkgate_qwen3_6 --enable-auto-tool-choice`` (the path of this file works too: vLLM's
+``import_plugin`` then loads it as a module of its own name, which is why everything below imports
+``thinkgate`` absolutely). Importing this module registers every thinkgate tool format with vLLM's
+``ToolParserManager`` under ``thinkgate_<name>``, one per name of ``list_tool_formats(aliases=True)``
+(``thinkgate_hermes``, ``thinkgate_qwen3_6``, ``thinkgate_deepseek_v4``, ``thinkgate_mistral`` ...). Nothing
+else in thinkgate imports this module; it is the only one of its package that imports vLLM's tool parsers.
+
+Why a tool parser, not one of vLLM's unified parsers
+----------------------------------------------------
+vLLM 0.34 has unified parsers (``vllm/parser/``: ``Parser`` with ``parse`` / ``parse_delta``, and the
+declarative ``ParserEngine``), but ``vllm serve`` selects them only by its built-in names: the flags
+``--reasoning-parser`` and ``--tool-call-parser`` are composed into a ``DelegatingParser`` over the two
+registered halves (``ParserManager._compose_parser``), and no flag or registry takes a whole ``Parser``
+class. So thinkgate plugs in as the two halves, both engine-based (fed each delta's token ids), which is
+what a unified parser gets too.
+
+What vLLM does with a tool parser, and what each call does here
+---------------------------------------------------------------
+vLLM's serving layer composes the reasoning parser and the tool parser into one ``DelegatingParser``
+per request (``vllm/parser/abstract_parser.py``); the tool parser object is built per request with the
+tokenizer and the request's tools, and is given the request (tool_choice, parallel_tool_calls) with
+every call. Per model, the plugin builds the vocabulary (``reasoning/vllm_plugin.py``'s
+``vocabulary_of``, cached per tokenizer) and a thinkgate :class:`~.parser.Parser` for the format with no
+reasoning parser (vLLM's reasoning parser has split the reasoning off already), both once; per request,
+one :class:`~.parse_request.RequestParser` view of it. Construction checks the format's markers against
+the vocabulary, so ``--tool-call-parser thinkgate_hermes`` on a model without ``<tool_call>`` fails at
+startup (vLLM builds the composed parser once with the tokenizer), naming the marker.
+
+- ``adjust_request`` (the front end, before generation; vLLM calls it on a parser object of its own):
+  validates the request's tools and tool_choice (a ``ValueError`` naming the cause, for that request
+  alone); turns off ``skip_special_tokens`` (the whole path reads the markers from the text); and for
+  ``tool_choice`` ``"required"``, a named function, or tools marked ``strict`` puts thinkgate's
+  constraint for the format (:func:`~.tools.build_tool_constraint`: a structural tag of the model's own
+  call syntax, markers as tokens) into ``request.structured_outputs`` as vLLM 0.34 takes it
+  (``structural_tag``, token names resolved to ids, since vLLM validates a tag without a tokenizer),
+  replacing a ``response_format`` as vLLM's own tool parsers do. The calls the grammar allows are then
+  exactly the calls the reader reads. Argument keys are taken in the schema's order
+  (``key_order="schema"``): vLLM runs no check of the finished output, so the any-order grammar, whose
+  duplicate and missing keys thinkgate's manager catches at the end, would let them through here.
+- ``extract_tool_calls(model_output, request)`` (a whole output): vLLM 0.34's ``DelegatingParser.parse``
+  hands a tool parser only the text after the reasoning, never the ids, so the text is encoded with the
+  vocabulary (special-token text becomes the control token) and the view's ``parse`` reads those ids:
+  the same reader as the stream, so a whole output and its stream give the same message whenever the
+  model's ids are its text's encoding. A marker the model spelled with ordinary tokens therefore counts
+  as the marker here (as for vLLM's own parsers, which read text), but not in the stream. (A vocabulary
+  without an encoder is read as text, ``ToolReader.read``.)
+- ``extract_tool_calls_streaming(..., delta_token_ids, request)`` (``engine_based_streaming = True``):
+  each delta's token ids go to the view's ``parse_delta``: markers count only where the model wrote the
+  control token, the cost is the delta's, the growing text is never read. ``finish_streaming()`` (vLLM
+  calls it when the stream ends) returns what the view held back (``finish``).
+- Deltas map to vLLM's ``DeltaMessage`` field by field: ``content``, and each ``tool_calls`` item's
+  ``index``, ``id``, ``type``, ``function.name``, ``function.arguments``, each passed on when present, so a
+  call given in one delta or in several (its header, then argument fragments) maps the same way.
+- ``supports_required_and_named = False``: vLLM then reads required and named calls with this parser
+  (its default reads them as a bare JSON list, which is not the model's syntax); the request's rules
+  (the named function only, parallel calls off) are the reader's.
+
+Under vLLM's own xgrammar backend the structural tag compiles with vLLM's full-vocabulary tokenizer info
+(control tokens are ordinary text there): the markers are matched by id, but JSON strings and free text
+are not kept from producing control tokens, and with xgrammar 0.2.8 the DSML tags of ``deepseek_v32`` and
+``deepseek_v4`` can reach a state that allows no token after a call's first parameter (seen on a string
+parameter followed by an enum one: the model's own second parameter is masked;
+``tests/integration/test_vllm_tool_constraint.py`` pins it). With thinkgate's
+general plugin (``THINKGATE_VLLM_BACKEND=1``) the tag compiles with thinkgate's compiler
+(``vllm_backend.handled_by_xgrammar``: it names its markers as tokens): control tokens never inside
+strings or free text, and the DSML calls go through.
+The ``openai`` (harmony) format's constraint covers the thinking, which vLLM's gate does not apply a
+grammar to: its requests get no constraint from this plugin (vLLM serves harmony through its own path).
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import weakref
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, ClassVar
+
+from pydantic import BaseModel
+from vllm.entrypoints.generate.base.protocol import (DeltaFunctionCall, DeltaMessage, DeltaToolCall,
+                                                     ExtractedToolCallInformation, FunctionCall, ToolCall)
+from vllm.entrypoints.openai.chat_completion.protocol import ChatCompletionRequest
+from vllm.entrypoints.openai.responses.protocol import ResponsesRequest
+from vllm.sampling_params import StructuredOutputsParams
+from vllm.tool_parsers.abstract_tool_parser import ToolParser, ToolParserManager
+
+from thinkgate.reasoning.vllm_plugin import vocabulary_of
+from thinkgate.reasoning.vocabulary import Vocabulary
+from thinkgate.structured_output.parse_request import RequestParser
+from thinkgate.structured_output.parser import Parser
+from thinkgate.structured_output.tools import build_tool_constraint, list_tool_formats
+from thinkgate.structured_output.xgrammar_adapter import GrammarBuilder
+
+__all__ = ["PREFIX", "REGISTERED", "ThinkgateVllmToolParser", "register_vllm_tool_parsers", "request_tools",
+           "to_vllm_delta", "vllm_tool_name"]
+
+PREFIX = "thinkgate_"
+
+# per model: vocabulary -> {format name -> Parser (no reasoning)}; weak, so a tokenizer that goes takes them along
+_PARSERS: weakref.WeakKeyDictionary[Vocabulary, dict[str, Parser]] = weakref.WeakKeyDictionary()
+_BUILDERS: weakref.WeakKeyDictionary[Vocabulary, GrammarBuilder] = weakref.WeakKeyDictionary()
+_LOCK = threading.Lock()
+
+
+def vllm_tool_name(fmt: str) -> str:
+    """The name vLLM knows a thinkgate tool format by: ``thinkgate_<format>``."""
+    return PREFIX + fmt
+
+
+def _shared_parser(fmt: str, tokenizer: Any) -> Parser:
+    """The format's Parser for this tokenizer's vocabulary, built once per model (``ValueError`` naming a
+    marker the vocabulary lacks)."""
+    vocab = vocabulary_of(tokenizer)
+    with _LOCK:
+        parser = _PARSERS.setdefault(vocab, {}).get(fmt)
+    if parser is None:
+        parser = Parser(vocab, None, fmt)
+        with _LOCK:
+            parser = _PARSERS[vocab].setdefault(fmt, parser)
+    return parser
+
+
+def _builder(vocab: Vocabulary) -> GrammarBuilder:
+    with _LOCK:
+        b = _BUILDERS.get(vocab)
+        if b is None:
+            b = _BUILDERS[vocab] = GrammarBuilder(vocab)
+        return b
+
+
+def _dump(obj: Any) -> Any:
+    """A vLLM request field (a pydantic model, or already plain) as plain JSON-like data, None fields dropped."""
+    return obj.model_dump(exclude_none=True) if isinstance(obj, BaseModel) else obj
+
+
+def request_tools(request: Any) -> tuple[list[dict[str, Any]] | None, Any, bool]:
+    """(tools, tool_choice, parallel_tool_calls) of a vLLM Chat Completions or Responses request in the
+    OpenAI shapes thinkgate's tool requests take (``tools/request.py``). Only a function's ``name``,
+    ``description``, ``parameters`` and ``strict`` are kept (vLLM's extensions such as ``defer_loading``
+    mean nothing to the call syntax)."""
+    tools: list[dict[str, Any]] | None = None
+    if request.tools is not None:
+        tools = []
+        for t in request.tools:
+            d = _dump(t)
+            fn = d.get("function") if isinstance(d.get("function"), Mapping) else d  # Chat, or flat Responses
+            if d.get("type", "function") != "function":
+                tools.append(d)  # a builtin tool: the format decides
+                continue
+            tools.append({"type": "function", "function": {k: fn[k] for k in ("name", "description", "parameters",
+                                                                             "strict") if k in fn}})
+    tool_choice = _dump(request.tool_choice)
+    parallel = request.parallel_tool_calls
+    return tools, tool_choice, True if parallel is None else bool(parallel)
+
+
+def _forced(tool_choice: Any) -> bool:
+    return tool_choice not in ("auto", "none", None)
+
+
+def to_vllm_delta(delta: Mapping[str, Any] | None) -> DeltaMessage | None:
+    """A thinkgate stream delta (``content``, ``tool_calls`` items of ``index``, ``id``, ``type``,
+    ``function.name``, ``function.arguments``, each optional but the index) as vLLM's ``DeltaMessage``;
+    None when it carries nothing. (``reasoning`` is vLLM's reasoning parser's, never the tool parser's.)"""
+    if not delta:
+        return None
+    calls = []
+    for c in delta.get("tool_calls", ()):
+        fn = c.get("function")
+        calls.append(DeltaToolCall(index=c["index"], id=c.get("id"), type=c.get("type"),
+                                   function=None if fn is None else DeltaFunctionCall(name=fn.get("name"),
+                                                                                    arguments=fn.get("arguments"))))
+    content = delta.get("content")
+    if content is None and not calls:
+        return None
+    return DeltaMessage(content=content, tool_calls=calls)
+
+
+class ThinkgateVllmToolParser(ToolParser):
+    """vLLM's ``ToolParser`` over one thinkgate tool format (``format``, set per registered subclass); one
+    object per request, as vLLM builds them (see the module docstring)."""
+
+    format: ClassVar[str] = ""
+    supports_required_and_named: bool = False
+    structural_tag_model = None
+    engine_based_streaming: bool = True
+
+    def __init__(self, tokenizer: Any, tools: Any = None, *args: Any, **kwargs: Any) -> None:
+        super().__init__(tokenizer, tools)
+        if not self.format:
+            raise ValueError("ThinkgateVllmToolParser is a base class; use a registered thinkgate_<format>")
+        self.parser: Parser = _shared_parser(self.format, tokenizer)
+        self._stream: RequestParser | None = None
+
+    def _view(self, request: Any) -> RequestParser:
+        """This request's view (``ValueError`` naming what is wrong with its tools or tool_choice)."""
+        tools, tool_choice, parallel = request_tools(request)
+        return self.parser.request(tools=tools, tool_choice=tool_choice, parallel_tool_calls=parallel)
+
+    # -- front end: the request ------------------------------------------------------------------
+    def adjust_request(self, request: ChatCompletionRequest | ResponsesRequest
+                       ) -> ChatCompletionRequest | ResponsesRequest:
+        tools, tool_choice, parallel = request_tools(request)
+        if not tools or tool_choice == "none":
+            return request
+        self.parser.request(tools=tools, tool_choice=tool_choice, parallel_tool_calls=parallel)  # validates
+        request.skip_special_tokens = False  # the whole path reads the markers from the text
+        fmt = self.parser.tool_format
+        assert fmt is not None  # every registered class names a format
+        if fmt.covers_reasoning:
+            return request  # vLLM's gate never applies a grammar to the thinking (module docstring)
+        if not _forced(tool_choice) and request.extract_structured_outputs() is not None:
+            return request  # auto beside the caller's own structured output: theirs applies, as in vLLM
+        constraint = build_tool_constraint(tools, tool_choice, format=fmt.name, parallel_tool_calls=parallel,
+                                           vocabulary=self.parser.vocabulary, key_order="schema")
+        if constraint is None:
+            return request
+        tag, _ = _builder(self.parser.vocabulary).resolve_structural_tag(json.loads(constraint.spec))
+        request.structured_outputs = StructuredOutputsParams(structural_tag=json.dumps(tag, ensure_ascii=False))
+        if isinstance(request, ResponsesRequest):
+            request.text = None
+        else:
+            request.response_format = None
+        return request
+
+    # -- a whole output --------------------------------------------------------------------------
+    def extract_tool_calls(self, model_output: str, request: ChatCompletionRequest) -> ExtractedToolCallInformation:
+        view = self._view(request)
+        if view.reader is None:
+            return ExtractedToolCallInformation(tools_called=False, tool_calls=[], content=model_output or None)
+        vocab = self.parser.vocabulary
+        if vocab.can_encode:  # the text's ids, markers where the text spells them (module docstring)
+            parsed = view.parse(vocab.encode(model_output), model_output)
+            content, found = parsed.content, parsed.tool_calls
+        else:
+            result = view.reader.read(model_output)
+            content, found = result.content, result.calls
+        calls = [ToolCall(id=c.id, function=FunctionCall(id=c.id, name=c.name, arguments=c.arguments)) for c in found]
+        return ExtractedToolCallInformation(tools_called=bool(calls), tool_calls=calls, content=content)
+
+    # -- streaming -------------------------------------------------------------------------------
+    def extract_tool_calls_streaming(self, previous_text: str, current_text: str, delta_text: str,
+                                     previous_token_ids: Sequence[int], current_token_ids: Sequence[int],
+                                     delta_token_ids: Sequence[int], request: ChatCompletionRequest
+                                     ) -> DeltaMessage | None:
+        if self._stream is None:
+            self._stream = self._view(request)
+        return to_vllm_delta(self._stream.parse_delta(list(delta_token_ids)))
+
+    def finish_streaming(self) -> DeltaMessage | None:
+        """What the stream held back (an undecided call, a partial marker or character), at its end."""
+        if self._stream is None:
+            return None
+        return to_vllm_delta(self._stream.finish("stop").delta)
+
+
+def register_vllm_tool_parsers(formats: Iterable[str] | None = None) -> dict[str, type[ThinkgateVllmToolParser]]:
+    """Register thinkgate tool formats with vLLM as ``thinkgate_<name>`` (every format name and alias by
+    default); returns name -> class."""
+    out: dict[str, type[ThinkgateVllmToolParser]] = {}
+    for fmt in (list_tool_formats(aliases=True) if formats is None else formats):
+        name = vllm_tool_name(fmt)
+        cls = type(f"ThinkgateTools_{fmt}", (ThinkgateVllmToolParser,),
+                   {"format": fmt, "__module__": __name__,
+                    "__doc__": f"thinkgate's {fmt!r} tool format for vLLM (``--tool-call-parser {name}``)."})
+        ToolParserManager.register_module(name, module=cls)
+        out[name] = cls
+    return out
+
+
+REGISTERED: Mapping[str, type[ThinkgateVllmToolParser]] = register_vllm_tool_parsers()
+"""What importing this module registered: ``thinkgate_<format>`` -> its vLLM tool parser class."""
