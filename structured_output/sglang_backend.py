@@ -43,8 +43,9 @@ allows only the stop tokens, it reports itself terminated, and any token but a s
 ``ValueError`` with the message. Rolling back further than :data:`MAX_ROLLBACK_TOKENS` tokens (SGLang's
 own bound) raises ``ValueError``.
 
-Not carried over from the manager: SGLang's per-request ``thinking_budget`` (its wrapper applies it;
-this backend ignores it), ``--enable-strict-thinking``'s token filter, compile-while-thinking (SGLang
+SGLang's per-request ``thinking_budget`` (``custom_params``) is the manager's ``max_thinking_tokens``:
+once that many thinking tokens were written, the rows force the family's end of thinking, one token
+per row (:mod:`.budget`). Not carried over from the manager: ``--enable-strict-thinking``'s token filter, compile-while-thinking (SGLang
 schedules a request once its grammar future is done) and jump-forward (0.5.23's scheduler never calls
 ``try_jump_forward``).
 """
@@ -152,7 +153,8 @@ class ThinkgateGrammar(BaseGrammarObject):
     """
 
     def __init__(self, backend: ThinkgateGrammarBackend, compiled: CompiledConstraint, key: tuple[str, str],
-                 tracker: ReasoningTracker | None, grammar_stats: GrammarStats | None = None) -> None:
+                 tracker: ReasoningTracker | None, grammar_stats: GrammarStats | None = None,
+                 think_limit: int | None = None) -> None:
         super().__init__()
         self.backend = backend
         self.compiled = compiled
@@ -165,6 +167,7 @@ class ThinkgateGrammar(BaseGrammarObject):
         if tracker is not None and not tracker.ended:
             st.tracker = tracker
             st.status = THINKING
+            st.think_limit = think_limit
             backend._prepare(st, compiled)
         else:
             st.status = CONSTRAINED
@@ -281,6 +284,8 @@ class ThinkgateGrammar(BaseGrammarObject):
         if content:
             m.rollback(content)
             st.n_content -= content
+        if st.forced is not None and st.n_out < st.think_limit:
+            st.forced = None  # back before the budget point: taken again when it is reached
         if restore is not None:
             st.tracker = restore
             st.status = THINKING
@@ -300,6 +305,13 @@ class ThinkgateGrammar(BaseGrammarObject):
         st = self.state
         status = st.status
         if status is THINKING:
+            if st.think_limit is not None and st.n_out >= st.think_limit:  # the budget forces the end
+                if st.forced is None:
+                    st.forced = st.tracker.forced_end_token_ids() or ()
+                i = st.n_out - st.think_limit
+                if i < len(st.forced):
+                    vocab_mask[idx].copy_(self.backend.only_row(st.forced[i]))
+                    return
             row = st.pending_row if st.pending else st.think_row
             if row is not None:
                 vocab_mask[idx].copy_(torch.from_numpy(row))
@@ -405,6 +417,9 @@ class ThinkgateGrammarBackend(BaseGrammarBackend):
         self._gate = ReasoningGate(vocab, reasoning_parser.implicit_reasoning_end_token_ids if reasoning_parser else ())
         self._gate_lock = threading.Lock()  # the thinking rows are built on the compiler's callback threads too
         self._prompt: Sequence[int] = ()
+        self._budget: int | None = None
+        self._only_rows: dict[int, torch.Tensor] = {}
+        self._num_words = num_words
 
     # -- the gate (shared rows) ----------------------------------------------------------------
     def _prepare(self, st: RequestState, compiled: CompiledConstraint) -> None:
@@ -414,6 +429,13 @@ class ThinkgateGrammarBackend(BaseGrammarBackend):
     def _refresh(self, st: RequestState) -> None:
         with self._gate_lock:
             self._gate.refresh_pending(st)
+
+    def only_row(self, token_id: int) -> torch.Tensor:
+        """The row that allows ``token_id`` alone (kept per token id: a family's few forced tokens)."""
+        row = self._only_rows.get(token_id)
+        if row is None:
+            row = self._only_rows[token_id] = torch.from_numpy(row_with(self._num_words, (token_id,)))
+        return row
 
     def new_tracker(self, prompt_token_ids: Sequence[int], require_reasoning: bool) -> ReasoningTracker | None:
         """The request's tracker (None: its grammar applies from the first token): the prompt's current
@@ -427,9 +449,11 @@ class ThinkgateGrammarBackend(BaseGrammarBackend):
     # -- SGLang's per-request calls ----------------------------------------------------------
     def get_request_grammar_key(self, key: tuple[str, str], *, input_ids: Sequence[int],
                                 thinking_budget: int | None) -> tuple[str, str]:
-        """The key, unchanged; the prompt is kept for the ``get_cached_or_future_value`` call that
-        SGLang makes next for the same request (``GrammarManager.process_req_with_grammar``)."""
+        """The key, unchanged; the prompt and the request's ``thinking_budget`` (SGLang's
+        ``custom_params``) are kept for the ``get_cached_or_future_value`` call that SGLang makes next
+        for the same request (``GrammarManager.process_req_with_grammar``)."""
         self._prompt = input_ids if input_ids is not None else ()
+        self._budget = thinking_budget if isinstance(thinking_budget, int) and thinking_budget >= 0 else None
         return key
 
     def constraint(self, key: tuple[str, str]) -> Constraint:
@@ -450,13 +474,16 @@ class ThinkgateGrammarBackend(BaseGrammarBackend):
     def get_cached_or_future_value(self, key: tuple[str, str], require_reasoning: bool
                                    ) -> tuple[BaseGrammarObject | Future, bool]:
         prompt, self._prompt = self._prompt, ()
+        budget, self._budget = self._budget, None
         # "full_assistant_ebnf": the grammar spells the whole turn, thinking included
         tracker = None if key[0] == "full_assistant_ebnf" else self.new_tracker(prompt, require_reasoning)
+        if tracker is None or tracker.forced_end_token_ids() is None:
+            budget = None  # nothing to count, or a family that cannot force its end
         cached = self.cache.get(key)
         if cached is not None:
             if isinstance(cached, ThinkgateGrammar):
                 return ThinkgateGrammar(self, cached.compiled, key, tracker,
-                                        cached.copy().grammar_stats), True
+                                        cached.copy().grammar_stats, budget), True
             return cached, True
         out: Future = Future()
         try:
@@ -466,10 +493,11 @@ class ThinkgateGrammarBackend(BaseGrammarBackend):
             out.set_result(InvalidGrammarObject(str(e)))
             return out, False
         out.set_running_or_notify_cancel()  # SGLang may cancel it only while pending: it waits for it instead
-        compiling.add_done_callback(lambda f: self._settle(out, f, key, tracker))
+        compiling.add_done_callback(lambda f: self._settle(out, f, key, tracker, budget))
         return out, False
 
-    def _settle(self, out: Future, compiling: Future, key: tuple[str, str], tracker: ReasoningTracker | None) -> None:
+    def _settle(self, out: Future, compiling: Future, key: tuple[str, str], tracker: ReasoningTracker | None,
+                budget: int | None) -> None:
         """The compile finished (a compiler thread): the request's grammar, or SGLang's invalid marker."""
         try:
             exc = compiling.exception()
@@ -481,7 +509,8 @@ class ThinkgateGrammarBackend(BaseGrammarBackend):
                         f"token")
                 else:
                     value = ThinkgateGrammar(self, compiled, key, tracker,
-                                             GrammarStats(compilation_time=compiled.compile_s, dispatch_type=key[0]))
+                                             GrammarStats(compilation_time=compiled.compile_s, dispatch_type=key[0]),
+                                             budget)
             elif isinstance(exc, ValueError):
                 value = InvalidGrammarObject(str(exc))
             elif isinstance(exc, TimeoutError):

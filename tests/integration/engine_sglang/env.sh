@@ -2,7 +2,7 @@
 # Makes an offline-capable CPU venv holding SGLang 0.5.23's Python package for thinkgate's SGLang
 # integration tests, without a CUDA torch and without sglang-kernel / flashinfer builds.
 #
-#   bash tests/integration/sglang/env.sh [VENV_DIR]      (default: .venv-sglang)
+#   bash tests/integration/engine_sglang/env.sh [VENV_DIR]      (default: .venv-sglang)
 #
 # The venv sees the system site-packages (torch 2.13 CPU, xgrammar, transformers, numpy, pytest and
 # the offline vocabularies come from there: nothing of SGLang's own pins, torch==2.14.1 and

@@ -1,4 +1,4 @@
-"""Integration tests against SGLang 0.5.23 (run them with ``bash tests/integration/sglang/run.sh``).
+"""Integration tests against SGLang 0.5.23 (run them with ``bash tests/integration/engine_sglang/run.sh``).
 
 Without SGLang (the main suite's venv, the vLLM venv) nothing in this folder is collected: the suite
 skips it cleanly, without importing anything of SGLang. ``sglang_driver.py`` is a helper module.

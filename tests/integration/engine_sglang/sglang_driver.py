@@ -21,12 +21,13 @@ from sglang.srt.sampling.sampling_batch_info import SamplingBatchInfo
 
 
 def create_grammar(backend: Any, key: tuple[str, str], prompt: list[int], require_reasoning: bool,
-                   timeout_s: float = 300.0) -> Any:
+                   timeout_s: float = 300.0, thinking_budget: int | None = None) -> Any:
     """``GrammarManager.process_req_with_grammar`` then ``get_ready_grammar_requests`` for one request
     (sglang/srt/constrained/grammar_manager.py: the key, the cache or a future, the queue until the
-    future is done, ``set_cache(key, grammar.copy())``). Returns the request's grammar object, or the
+    future is done, ``set_cache(key, grammar.copy())``); ``thinking_budget`` as SGLang reads it from the
+request's ``custom_params``. Returns the request's grammar object, or the
     ``InvalidGrammarObject`` SGLang aborts the request with."""
-    key = backend.get_request_grammar_key(key, input_ids=prompt, thinking_budget=None)
+    key = backend.get_request_grammar_key(key, input_ids=prompt, thinking_budget=thinking_budget)
     value, cache_hit = backend.get_cached_or_future_value(key, require_reasoning)
     if cache_hit:
         return value
