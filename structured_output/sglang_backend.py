@@ -37,17 +37,20 @@ How SGLang drives it (read from 0.5.23's source):
   request once the grammar accepted a stop token.
 
 Failure model: a token the grammar rejects raises ``ValueError`` from ``accept_token`` (SGLang aborts
-that request with the message). A row that would allow nothing (a dead end, or an output that the
-schema check refuses at its end) is never handed to the sampler: the grammar goes into error, its row
-allows only the stop tokens, it reports itself terminated, and any token but a stop token raises
-``ValueError`` with the message. Rolling back further than :data:`MAX_ROLLBACK_TOKENS` tokens (SGLang's
-own bound) raises ``ValueError``.
+that request with the message), nothing moved. A row that would allow nothing (a dead end, or an output
+that the schema check refuses where only the end can follow) is never handed to the sampler: the row
+allows only the stop tokens, the grammar reports itself terminated (SGLang ends the request) and keeps
+the message in ``error`` (logged), a stop token is then ignored and any other token raises
+``ValueError``. A rollback to before that point (SGLang's draft-tree walk trying a path) clears it.
+SGLang gives a grammar no way to fail a request from a fill, and its tree walk calls ``accept_token``
+on every draft the row allows, so raising there would stop the scheduler. Rolling back further than
+:data:`MAX_ROLLBACK_TOKENS` tokens (SGLang's own bound) raises ``ValueError``.
 
 SGLang's per-request ``thinking_budget`` (``custom_params``) is the manager's ``max_thinking_tokens``:
 once that many thinking tokens were written, the rows force the family's end of thinking, one token
-per row (:mod:`.budget`). Not carried over from the manager: ``--enable-strict-thinking``'s token filter, compile-while-thinking (SGLang
-schedules a request once its grammar future is done) and jump-forward (0.5.23's scheduler never calls
-``try_jump_forward``).
+per row (:mod:`.budget`). Not carried over from the manager: ``--enable-strict-thinking``'s token
+filter, compile-while-thinking (SGLang schedules a request once its grammar future is done) and
+jump-forward (0.5.23's scheduler never calls ``try_jump_forward``).
 """
 
 from __future__ import annotations
@@ -73,7 +76,7 @@ from thinkgate.reasoning.vocabulary import Vocabulary
 from .compiler import CompiledConstraint, Compiler, xgrammar_message
 from .constraints import DEFAULT_MAX_WHITESPACE, Constraint
 from .gating import ReasoningGate
-from .request_state import CONSTRAINED, ERROR, TERMINATED, THINKING, RequestState
+from .request_state import CONSTRAINED, TERMINATED, THINKING, RequestState
 from .rows import row_with
 from .schema_support import RecordingMatcher, new_matcher, output_problem
 from .whitespace import BoundedMatcher
@@ -164,6 +167,9 @@ class ThinkgateGrammar(BaseGrammarObject):
         st.compiled = compiled
         st.matcher = new_matcher(compiled)
         self._history: deque[tuple[int, ReasoningTracker | None]] = deque(maxlen=MAX_ROLLBACK_TOKENS)
+        self._pos = 0                  # tokens accepted (ignored ones included), less those rolled back
+        self._dead: str | None = None  # why the row at _dead_at allowed nothing (see fill_vocab_mask)
+        self._dead_at = 0
         if tracker is not None and not tracker.ended:
             st.tracker = tracker
             st.status = THINKING
@@ -180,12 +186,16 @@ class ThinkgateGrammar(BaseGrammarObject):
 
     @property
     def error(self) -> str | None:
-        """Why this grammar is in error (then it allows only stop tokens), else None."""
-        return self.state.message if self.state.status is ERROR else None
+        """Why this grammar hit a dead end (then it allows only stop tokens and reports itself
+        terminated; a rollback to before that point clears it), else None."""
+        return self._dead
 
     def is_terminated(self) -> bool:
-        st = self.state.status
-        return st is TERMINATED or st is ERROR
+        return self.state.status is TERMINATED or self._dead is not None
+
+    def _push(self, kind: int, before: ReasoningTracker | None) -> None:
+        self._history.append((kind, before))
+        self._pos += 1
 
     # -- tokens ------------------------------------------------------------------------------
     def accept_token(self, token: int) -> None:
@@ -196,6 +206,11 @@ class ThinkgateGrammar(BaseGrammarObject):
             raise ValueError(f"token {token!r} is not a token id in [0, {self.backend.vocab_size})")
         token = int(token)
         self.current_token = token
+        if self._dead is not None:
+            if token not in self.backend.stop_ids:
+                raise ValueError(self._dead)
+            self._push(_IGNORED, None)
+            return
         st = self.state
         status = st.status
         if status is THINKING:
@@ -203,7 +218,7 @@ class ThinkgateGrammar(BaseGrammarObject):
             before = tracker.copy()
             end = tracker.advance((token,))
             if end is None:
-                self._history.append((_THINK, before))
+                self._push(_THINK, before)
                 st.n_out += 1
                 if st.pending:
                     self.backend._refresh(st)
@@ -211,7 +226,7 @@ class ThinkgateGrammar(BaseGrammarObject):
             st.pending = False
             st.status = CONSTRAINED
             if not end.is_content:
-                self._history.append((_END, before))
+                self._push(_END, before)
                 st.n_out += 1
                 return
             try:
@@ -221,16 +236,13 @@ class ThinkgateGrammar(BaseGrammarObject):
                 st.status = THINKING
                 self.backend._refresh(st)
                 raise
-            self._history.append((_END_CONTENT, before))
+            self._push(_END_CONTENT, before)
             return
         if status is CONSTRAINED:
             self._feed(token)
-            self._history.append((_CONTENT, None))
+            self._push(_CONTENT, None)
             return
-        if status is TERMINATED or token in self.backend.stop_ids:
-            self._history.append((_IGNORED, None))  # as SGLang's xgrammar grammar: nothing after the end
-            return
-        raise ValueError(st.message)
+        self._push(_IGNORED, None)  # terminated: as SGLang's xgrammar grammar, nothing after the end
 
     def _feed(self, token: int) -> None:
         st = self.state
@@ -279,8 +291,9 @@ class ThinkgateGrammar(BaseGrammarObject):
                 st.n_out -= 1
             if before is not None:
                 restore = before  # the earliest one popped wins: the state before the first undone token
-        if st.status is ERROR:  # final: its matcher and tracker are gone
-            return
+        self._pos -= k
+        if self._dead is not None and self._pos < self._dead_at:
+            self._dead = None  # back before the dead end (a draft path SGLang walked and undid)
         if content:
             m.rollback(content)
             st.n_content -= content
@@ -304,6 +317,9 @@ class ThinkgateGrammar(BaseGrammarObject):
         terminated or in error."""
         st = self.state
         status = st.status
+        if self._dead is not None:
+            vocab_mask[idx].copy_(self.backend.stop_row_tensor)
+            return
         if status is THINKING:
             if st.think_limit is not None and st.n_out >= st.think_limit:  # the budget forces the end
                 if st.forced is None:
@@ -316,7 +332,7 @@ class ThinkgateGrammar(BaseGrammarObject):
             if row is not None:
                 vocab_mask[idx].copy_(torch.from_numpy(row))
             return
-        if status is not CONSTRAINED:
+        if status is TERMINATED:
             vocab_mask[idx].copy_(self.backend.stop_row_tensor)
             return
         m = st.matcher
@@ -326,9 +342,10 @@ class ThinkgateGrammar(BaseGrammarObject):
         if isinstance(m, RecordingMatcher):
             self._check_ending(m, words)
         if not words.any():  # a dead end: never hand the sampler a row that allows nothing
-            st.fail(st.message or f"the {self.compiled.constraint.kind} constraint accepts no output from here: "
-                                  f"after {st.n_content} content token(s) its grammar allows no token at all")
-            logger.error("thinkgate grammar %s: %s", self.key[0], st.message)
+            self._dead = st.message or (f"the {self.compiled.constraint.kind} constraint accepts no output from here: "
+                                        f"after {st.n_content} content token(s) its grammar allows no token at all")
+            self._dead_at = self._pos
+            logger.warning("thinkgate grammar %s: %s", self.key[0], self._dead)
             vocab_mask[idx].copy_(self.backend.stop_row_tensor)
 
     def _check_ending(self, m: RecordingMatcher, words: np.ndarray) -> None:

@@ -101,6 +101,11 @@ def test_an_output_the_schema_check_refuses_cannot_end_and_its_dead_end_allows_o
         bad.accept_token(v.encode("x")[0])
     bad.accept_token(1)
     assert accept(ok, [1]) == ([1], None) and ok.is_terminated() and ok.error is None
+    # SGLang's draft-tree walk may reach a dead end on a path it then undoes: the rollback clears it
+    bad.rollback(2)  # the stop token, then "]"
+    assert not bad.is_terminated() and bad.error is None
+    assert accept(bad, v.encode("0]") + [1]) == (v.encode("0]") + [1], None)  # [1, 10]
+    assert bad.is_terminated() and bad.error is None
 
 
 def test_the_prompt_decides_before_sglangs_thinking_switch(backends):
