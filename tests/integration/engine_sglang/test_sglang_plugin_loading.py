@@ -78,3 +78,14 @@ def test_an_unknown_reasoning_parser_fails_at_server_start_naming_the_known_ones
 
     with pytest.raises(ValueError, match=r"reasoning parser 'no-such-parser' has no thinkgate family.*deepseek-v4"):
         ThinkgateGrammarBackend(ds_tokenizer, 129280, "no-such-parser")
+
+
+def test_the_parser_name_map_goes_from_sglangs_names_to_thinkgates():
+    from sglang.srt.parser.reasoning_parser_names import REASONING_PARSER_NAMES
+
+    from thinkgate.reasoning.registry import list_reasoning_parsers
+    from thinkgate.structured_output.sglang_backend import SGLANG_REASONING_PARSERS, thinkgate_family
+
+    assert set(SGLANG_REASONING_PARSERS) <= set(REASONING_PARSER_NAMES)
+    assert set(SGLANG_REASONING_PARSERS.values()) <= set(list_reasoning_parsers())
+    assert thinkgate_family("olmo3") == "olmo3"  # a thinkgate name is taken as is
