@@ -498,7 +498,11 @@ class ThinkgateGrammarBackend(BaseGrammarBackend):
         prompt, self._prompt = self._prompt, ()
         budget, self._budget = self._budget, None
         # "full_assistant_ebnf": the grammar spells the whole turn, thinking included
-        tracker = None if key[0] == "full_assistant_ebnf" else self.new_tracker(prompt, require_reasoning)
+        try:
+            tracker = None if key[0] == "full_assistant_ebnf" else self.new_tracker(prompt, require_reasoning)
+        except Exception as e:  # noqa: BLE001 - a prompt the parser cannot read fails its request alone
+            return InvalidGrammarObject(f"the reasoning parser {self.parser.name!r} cannot read the prompt: "
+                                        f"{type(e).__name__}: {e}"), True
         if tracker is None or tracker.forced_end_token_ids() is None:
             budget = None  # nothing to count, or a family that cannot force its end
         cached = self.cache.get(key)

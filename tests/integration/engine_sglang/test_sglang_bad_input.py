@@ -9,7 +9,7 @@ import json
 import numpy as np
 import pytest
 from sglang.srt.constrained.base_grammar_backend import InvalidGrammarObject
-from sglang_driver import accept, allowed, create_grammar, fill_batch
+from sglang_driver import accept, allowed, create_grammar, fill_batch, is_invalid
 
 SCHEMA = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"],
           "additionalProperties": False}
@@ -146,3 +146,18 @@ def test_rollback_across_the_end_of_thinking_restores_the_thinking_state(backend
     for t in toks:
         g.accept_token(t)
     assert accept(g, v.encode(': "Oslo"}') + [v.token_id("<|im_end|>")])[1] is None and g.is_terminated()
+
+
+def test_a_prompt_the_parser_cannot_read_fails_its_request_alone(backends):
+    """Ids past the vocabulary in a prompt (SGLang's /generate takes input_ids as given): that request
+    gets an ``InvalidGrammarObject`` (a cache hit: SGLang aborts it at once); nothing raises into the
+    scheduler, and the next request is served."""
+    b = backends("deepseek_v4", "olmo3")
+    v = b.vocabulary
+    key = ("json", json.dumps(SCHEMA))
+    assert not is_invalid(create_grammar(b, key, v.encode(V4_PROMPT), True))
+    for prompt in ([10**9], v.encode(V4_PROMPT) + [v.vocab_size + 5]):
+        k = b.get_request_grammar_key(key, input_ids=prompt, thinking_budget=None)
+        value, hit = b.get_cached_or_future_value(k, True)
+        assert hit and isinstance(value, InvalidGrammarObject) and "cannot read the prompt" in value.error_message
+    assert create_grammar(b, key, v.encode(V4_PROMPT), True).thinking
