@@ -206,10 +206,11 @@ class ThinkgateGrammar(BaseGrammarObject):
     def accept_token(self, token: int) -> None:
         """Commit (or, in SGLang's draft-tree walk, try) one token; ``ValueError`` with the reason for a
         token the grammar rejects, nothing moved."""
-        if isinstance(token, (bool, np.bool_)) or not isinstance(token, (int, np.integer)) \
-                or not 0 <= token < self.backend.vocab_size:
-            raise ValueError(f"token {token!r} is not a token id in [0, {self.backend.vocab_size})")
-        token = int(token)
+        if type(token) is not int or not 0 <= token < self.backend.vocab_size:  # the common case: one test
+            if isinstance(token, (bool, np.bool_)) or not isinstance(token, (int, np.integer)) \
+                    or not 0 <= token < self.backend.vocab_size:
+                raise ValueError(f"token {token!r} is not a token id in [0, {self.backend.vocab_size})")
+            token = int(token)
         self.current_token = token
         if self._dead is not None:
             if token not in self.backend.stop_ids:
