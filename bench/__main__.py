@@ -26,6 +26,7 @@ SUBBENCHMARKS: dict[str, tuple[str, str]] = {
     "parse": ("bench.parse", "front-end Parser: per-delta cost at 1k / 10k / 100k output tokens, per tool format"),
     "vllm": ("bench.vllm", "thinkgate's manager vs vLLM 0.34's StructuredOutputManager, per step, same requests"),
     "vllm_cpu": ("bench.vllm_cpu_apply", "vLLM's CPU-worker bitmask apply: its torch path vs thinkgate's C kernel (needs vLLM)"),
+    "sglang": ("bench.sglang_step", "one SGLang step: thinkgate's grammar backend vs SGLang's xgrammar + reasoner (needs SGLang)"),
 }
 DEFAULT = "loop"
 

@@ -138,6 +138,12 @@ class ReasoningTracker(ABC):
         """Commit ``token_ids``; return where the reasoning ended among them, if it did in this call."""
 
     @abstractmethod
+    def copy(self) -> ReasoningTracker:
+        """An independent tracker in this tracker's state: advancing one leaves the other as it was.
+        O(1) for the built-in families (their state is an immutable value). What an engine that rolls
+        back committed tokens keeps per token (SGLang's grammar objects: ``sglang_backend.py``)."""
+
+    @abstractmethod
     def keep_thinking_token_ids(self, after: Sequence[int] = ()) -> frozenset[int] | None:
         """Is the model still deciding whether it thinks, after the committed tokens and ``after``?
 
@@ -236,6 +242,12 @@ class StateTracker(ReasoningTracker, Generic[S]):
     def advance(self, token_ids: Sequence[int]) -> ReasoningEnd | None:
         self._state, end = self._parser.step(self._state, token_ids)
         return end
+
+    def copy(self) -> StateTracker[S]:
+        new = object.__new__(type(self))  # family trackers add no slots: the parser and the state are all
+        new._parser = self._parser
+        new._state = self._state
+        return new
 
     def keep_thinking_token_ids(self, after: Sequence[int] = ()) -> frozenset[int] | None:
         state = self._state
