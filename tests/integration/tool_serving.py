@@ -134,3 +134,32 @@ def ours(renderer: str, ids: list[int], tool_choice: Any) -> Message:
                                              chat_template_kwargs=fam.kwargs or None)
     r = req.parse(ids)
     return Message(norm(r.reasoning), norm(r.content), tuple((c.name, c.arguments) for c in r.tool_calls))
+
+
+def ours_streamed(renderer: str, ids: Sequence[int], tool_choice: Any, cuts: Sequence[int]) -> Message:
+    """Thinkgate's own Parser streamed with the chunks of ``cuts`` (ids only), its deltas merged as
+    :func:`streamed` merges vLLM's. A constrained request (required / named) streams a call from its
+    name on, so on an output its grammar would not have let through (cut, damaged) the stream keeps a
+    call that the whole parse reads as content: vLLM's stream is compared with this, not with ``ours``."""
+    fmt = RENDERERS[renderer].format
+    fam = FAMILIES[fmt]
+    v = vocab(fam.vocab)
+    req = Parser(v, fam.parser, fmt).request(tools=TOOLS, tool_choice=tool_choice,
+                                             prompt_token_ids=v.encode(fam.prompt),
+                                             chat_template_kwargs=fam.kwargs or None)
+    bounds = [0, *sorted({c for c in cuts if 0 < c < len(ids)}), len(ids)]
+    deltas = [req.parse_delta(list(ids[a:b])) for a, b in zip(bounds, bounds[1:])]
+    deltas.append(req.finish("stop").delta)
+    reasoning, content = [], []
+    calls: dict[int, list[str]] = {}
+    for d in deltas:
+        if not d:
+            continue
+        reasoning.append(d.get("reasoning") or "")
+        content.append(d.get("content") or "")
+        for tc in d.get("tool_calls") or ():
+            fn = tc.get("function") or {}
+            call = calls.setdefault(tc["index"], [fn.get("name") or "", ""])
+            call[1] += fn.get("arguments") or ""
+    return Message(norm("".join(reasoning)), norm("".join(content)),
+                   tuple((calls[i][0], calls[i][1]) for i in sorted(calls)))
