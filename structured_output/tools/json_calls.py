@@ -3,14 +3,15 @@ named tool choice)."""
 
 from __future__ import annotations
 
+import functools
 import json
-import re
 from dataclasses import dataclass
 from typing import Any
 
 from thinkgate.reasoning.vocabulary import Vocabulary
 
 from ..constraints import Constraint
+from .args import _DECODER, _skip_ws
 from .engine import DEFAULT_TOOL_MAX_WHITESPACE, ToolFormat
 from .marked import MAX_ARGUMENT_DEPTH, MarkedText, json_depth_ok
 from .policy import CallPolicy
@@ -21,18 +22,12 @@ from .stream import HeldStream, ToolStream
 
 __all__ = ["JsonCallsFormat", "parameter_spans"]
 
-_DECODER = json.JSONDecoder()
-_NON_WS = re.compile(r"[^ \t\r\n]")
-
 
 def parameter_spans(text: str) -> list[tuple[int, int]]:
     """For a JSON array of objects (``text`` known to parse), each object's ``"parameters"`` value as
     (start, end) in ``text`` (the last one where an object writes the key twice, as ``json.loads`` keeps;
     (0, 0) where it has none). One walk of the two outer levels; values read by the decoder."""
-    def skip(i: int) -> int:
-        m = _NON_WS.search(text, i)
-        return m.start() if m else len(text)
-
+    skip = functools.partial(_skip_ws, text)
     spans: list[tuple[int, int]] = []
     i = skip(skip(0) + 1)  # after "["
     if text[i] == "]":

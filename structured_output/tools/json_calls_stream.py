@@ -34,7 +34,9 @@ from typing import TYPE_CHECKING
 from thinkgate.reasoning.vocabulary import Vocabulary
 
 from .arg_stream import BracketDepth
+from .args import _skip_ws
 from .call_delta import CallDelta, merge_call_deltas
+from .live_block import LiveCall
 from .pending import PendingText, Piece
 from .policy import CallPolicy
 from .request import ToolRequest
@@ -46,7 +48,6 @@ if TYPE_CHECKING:
 
 __all__ = ["JsonCallsStream"]
 
-_NON_WS = re.compile(r"[^ \t\r\n]")
 _STRING_STOP = re.compile(r'[\\"]')
 MAX_KEY = 64
 """A key's raw text longer than this is neither ``name`` nor ``parameters`` (``\\u`` escapes included)."""
@@ -54,19 +55,6 @@ MAX_KEY = 64
 # scanner states
 _DOC, _ITEM_OR_END, _ITEM, _KEY_OR_CLOSE, _KEY_NEXT, _KEY, _COLON, _VALUE, _NAME, _PARAMS, _AFTER_VALUE, \
     _AFTER_ITEM, _DONE = range(13)
-
-
-class _Call:
-    """A call whose first delta went out: its index, name, id and the argument text sent."""
-
-    __slots__ = ("index", "name", "id", "sent")
-
-    def __init__(self, index: int, name: str, held: list[str]) -> None:
-        self.index, self.name, self.id = index, name, new_call_id()
-        self.sent = held
-
-    def arguments_sent(self) -> str:
-        return "".join(self.sent)
 
 
 class JsonCallsStream(ToolStream):
@@ -85,10 +73,10 @@ class JsonCallsStream(ToolStream):
         self._str_len = 0
         self._key = ""
         self._depth = BracketDepth()
-        self._calls: list[_Call] = []
+        self._calls: list[LiveCall] = []
         # the call object being read
         self._name: str | None = None
-        self._call: _Call | None = None
+        self._call: LiveCall | None = None
         self._held: list[str] = []  # parameters text read before the name
         self._params = False        # its parameters object has been read to its end
 
@@ -124,10 +112,9 @@ class JsonCallsStream(ToolStream):
         calls: list[ToolCall] = []
         for i, c in enumerate(result.calls):
             if i < len(sent):
-                done = sent[i].arguments_sent()
-                same = c.name == sent[i].name and c.arguments.startswith(done)
-                frags.append(CallDelta(i, c.arguments[len(done):] if same else ""))
-                calls.append(ToolCall(sent[i].name, c.arguments if same else done, sent[i].id))
+                rest, decided = sent[i].decided(c)
+                frags.append(rest)
+                calls.append(decided)
             else:
                 frags.append(CallDelta(i, c.arguments, c.name, c.id))
                 calls.append(c)
@@ -187,10 +174,9 @@ class JsonCallsStream(ToolStream):
                 if close >= 0:
                     self._params, self._state = True, _AFTER_VALUE
                 continue
-            m = _NON_WS.search(t, i)
-            if m is None:
+            i = _skip_ws(t, i)
+            if i == n:
                 return
-            i = m.start()
             c = t[i]
             if st == _DOC and c == "[":
                 self._state = _ITEM_OR_END
@@ -228,7 +214,7 @@ class JsonCallsStream(ToolStream):
             self._broken = True  # the whole reader leaves such a document content
             return
         self._name = name
-        call = _Call(index, name, self._held)
+        call = LiveCall(index, new_call_id(), name, self._held)
         self._calls.append(call)
         self._call = call
         out.append(CallDelta(index, "".join(self._held), name, call.id))
