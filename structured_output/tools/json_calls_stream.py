@@ -35,7 +35,7 @@ from thinkgate.reasoning.vocabulary import Vocabulary
 
 from .arg_stream import BracketDepth
 from .args import _skip_ws
-from .call_delta import CallDelta, merge_call_deltas
+from .call_delta import CallDelta, merge_call_deltas, whole_call_deltas
 from .live_block import LiveCall
 from .pending import PendingText, Piece
 from .policy import CallPolicy
@@ -64,7 +64,7 @@ class JsonCallsStream(ToolStream):
         self._fmt, self._request, self._policy = fmt, request, policy
         self._pending = PendingText(frozenset(vocabulary.special_tokens))
         names = [t.name for t in request.tools]
-        self._max_name = 6 * max((len(n) for n in names), default=0)  # a name's raw text, all \u escapes
+        self._max_name = 12 * max((len(n) for n in names), default=0)  # its raw text: \uXXXX (pairs) per char
         self._scanned = 0
         self._broken = False
         self._state = _DOC
@@ -75,7 +75,6 @@ class JsonCallsStream(ToolStream):
         self._depth = BracketDepth()
         self._calls: list[LiveCall] = []
         # the call object being read
-        self._name: str | None = None
         self._call: LiveCall | None = None
         self._held: list[str] = []  # parameters text read before the name
         self._params = False        # its parameters object has been read to its end
@@ -103,11 +102,10 @@ class JsonCallsStream(ToolStream):
         self._pending.clear()
         result = self._fmt.read_marked(src, self._request, self._policy)
         sent = self._calls
-        if len(result.calls) < len(sent) or not sent:
-            if sent:  # announced calls that do not read: they keep the text sent, the output is theirs
-                return EMPTY
-            return ToolStreamDelta(result.content or "", result.calls, tuple(
-                CallDelta(i, c.arguments, c.name, c.id) for i, c in enumerate(result.calls)))
+        if not sent:
+            return ToolStreamDelta(result.content or "", result.calls, whole_call_deltas(result.calls, 0))
+        if len(result.calls) < len(sent):
+            return EMPTY  # announced calls that do not read: they keep the text sent, the output is theirs
         frags: list[CallDelta] = []
         calls: list[ToolCall] = []
         for i, c in enumerate(result.calls):
@@ -181,7 +179,7 @@ class JsonCallsStream(ToolStream):
             if st == _DOC and c == "[":
                 self._state = _ITEM_OR_END
             elif st in (_ITEM_OR_END, _ITEM) and c == "{":
-                self._name, self._call, self._held, self._params = None, None, [], False
+                self._call, self._held, self._params = None, [], False
                 self._state = _KEY_OR_CLOSE
             elif st == _ITEM_OR_END and c == "]":
                 self._state = _DONE
@@ -189,7 +187,7 @@ class JsonCallsStream(ToolStream):
                 self._state = _KEY
             elif st == _COLON and c == ":":
                 self._state = _VALUE
-            elif st == _VALUE and c == '"' and self._key == "name" and self._name is None:
+            elif st == _VALUE and c == '"' and self._key == "name" and self._call is None:
                 self._state = _NAME
             elif st == _VALUE and c == "{" and self._key == "parameters" and not self._params:
                 self._depth = BracketDepth()
@@ -213,7 +211,6 @@ class JsonCallsStream(ToolStream):
         if self._policy.tool(name) is None or self._policy.full(index):
             self._broken = True  # the whole reader leaves such a document content
             return
-        self._name = name
         call = LiveCall(index, new_call_id(), name, self._held)
         self._calls.append(call)
         self._call = call
