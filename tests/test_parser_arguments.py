@@ -581,11 +581,11 @@ def test_json_document_malformed_keeps_the_openai_shape(vocab_name: str, reasoni
     assert finish_reason == ("tool_calls" if got else "stop")
 
 
-def _json_work(n: int) -> tuple[float, int]:
+def _json_work(n: int, params_first: bool) -> tuple[float, int]:
     """(characters examined per character of output, the most examined by one delta) for a document of one
     call whose string argument is ``n`` repetitions of a phrase, fed one token per delta."""
     v = vocab("qwen3_6")
-    text = json_calls_document([("get_weather", {"location": "Zürich {[\"]} " * n})])
+    text = json_calls_document([("get_weather", {"location": "Zürich {[\"]} " * n})], params_first=params_first)
     ids = v.encode(text)
     reader = get_tool_reader("json", TOOLS, "required")
     dec, s = MarkedDecoder(v), reader.stream(v, stream_arguments=True)
@@ -602,8 +602,12 @@ def _json_work(n: int) -> tuple[float, int]:
     return s.scanned / len(text), most
 
 
-def test_json_document_streaming_cost_grows_with_the_deltas_not_with_the_document_so_far() -> None:
-    small, small_most = _json_work(20)
-    large, large_most = _json_work(800)
+@pytest.mark.parametrize("params_first", [False, True])
+def test_json_document_streaming_cost_grows_with_the_deltas_not_with_the_document_so_far(params_first: bool) -> None:
+    """Flat per character from 20 to 800 repetitions (re-reading the document so far at each delta would be
+    40x), and no delta but the last (the whole read at finish is not a feed) examines more than its own
+    text; parameters held until a late name cost the same."""
+    small, small_most = _json_work(20, params_first)
+    large, large_most = _json_work(800, params_first)
     assert large < small * 1.5 + 1
     assert large_most <= small_most
