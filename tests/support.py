@@ -400,3 +400,34 @@ def parser_for(renderer: str, reasoning: str | None) -> Parser:
         fmt = RENDERERS[renderer].format
         _PARSERS[key] = Parser(vocab(FAMILIES[fmt].vocab), reasoning, fmt)
     return _PARSERS[key]
+
+
+# ================================================================================================
+# the ``json`` tool format: the document of calls vLLM's required / named JSON schema admits
+# (vllm/tool_parsers/utils.py: an array of {"name", "parameters"} objects; ours builds it for a named
+# function too, with one item)
+
+# (vocabulary, reasoning parser, the thinking before the document): Qwen3.6 and DeepSeek V4
+JSON_PAIRINGS: list[tuple[str, str]] = [("qwen3_6", "qwen3"), ("deepseek_v4", "deepseek_v4")]
+JSON_STYLES = ("default", "compact", "indent", "newlines")
+
+
+def json_calls_document(calls: Sequence[tuple[str, dict[str, Any]]], style: str = "default",
+                        params_first: bool = False, ascii_escapes: bool = False) -> str:
+    """The calls as the ``json`` format's document, written in ``style`` (``json.dumps`` defaults,
+    compact separators, ``indent=2``, or a newline after each call's ``,``), with ``"parameters"``
+    before ``"name"`` when ``params_first``, non-ASCII as ``\\uXXXX`` when ``ascii_escapes``."""
+    items = [{"parameters": a, "name": n} if params_first else {"name": n, "parameters": a} for n, a in calls]
+    if style == "compact":
+        return json.dumps(items, ensure_ascii=ascii_escapes, separators=(",", ":"))
+    if style == "indent":
+        return json.dumps(items, ensure_ascii=ascii_escapes, indent=2)
+    if style == "newlines":
+        return "[" + ",\n ".join(json.dumps(x, ensure_ascii=ascii_escapes) for x in items) + "]\n"
+    return json.dumps(items, ensure_ascii=ascii_escapes)
+
+
+def json_thinking(vocab_name: str) -> tuple[str, str]:
+    """(the prompt, the thinking the output starts with) for a ``JSON_PAIRINGS`` vocabulary."""
+    fam = FAMILIES["hermes" if vocab_name == "qwen3_6" else "deepseek_v4"]
+    return fam.prompt, fam.thinking

@@ -13,6 +13,10 @@ tools and examples), for every chunking (hypothesis):
 - an output cut by max_tokens: what was sent of each call is a prefix of the uncut output's arguments and
   finish_reason stays ``length``;
 - hostile values (unicode, escapes, ``<`` and closing-tag prefixes inside strings, split across deltas).
+
+The ``json`` format (the calls as one JSON document, vLLM's form for required / named) has the same
+properties on Qwen3.6 and DeepSeek V4, with the document written in several styles and ``"parameters"``
+before ``"name"``; a request it does not constrain (``constrained=False``) still sends nothing before finish.
 """
 
 from __future__ import annotations
@@ -26,7 +30,8 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
-from support import EXAMPLES, FAMILIES, PAIRINGS, TOOLS, detokenizer, parser_for, vocab
+from support import (EXAMPLES, FAMILIES, JSON_PAIRINGS, JSON_STYLES, PAIRINGS, TOOLS, detokenizer, json_calls_document,
+                     json_thinking, parser_for, vocab)
 from template_render import RENDERERS, render
 
 from thinkgate.structured_output import Parser
@@ -387,3 +392,222 @@ def test_a_hostile_run_in_one_delta_costs_linear_work_with_streamed_arguments(fm
             work.append(s.scanned / len(unit * k))
     # [one delta at 100, one token per delta at 100, one delta at 400, one token per delta at 400]
     assert work[2] < work[0] * 1.5 + 1 and work[3] < work[1] * 1.5 + 1
+
+
+# -- the json format: the calls as one JSON document ------------------------------------------------
+
+_JSON_PARSERS: dict[tuple[str, str], Parser] = {}
+
+
+def json_request(vocab_name: str, reasoning: str, **kw: Any) -> RequestParser:
+    key = (vocab_name, reasoning)
+    if key not in _JSON_PARSERS:
+        _JSON_PARSERS[key] = Parser(vocab(vocab_name), reasoning, "json")
+    p = _JSON_PARSERS[key]
+    kw.setdefault("tools", TOOLS)
+    kw.setdefault("tool_choice", "required")
+    return p.request(prompt_token_ids=p.vocabulary.encode(json_thinking(vocab_name)[0]), **kw)
+
+
+NAMED = {"type": "function", "function": {"name": "translate"}}
+
+
+@st.composite
+def json_outputs(draw: st.DrawFn, vocab_name: str, named: bool = False) -> tuple[str, list[tuple[str, Any]]]:
+    """(the thinking then a document of corpus calls in a drawn style, the calls)."""
+    names = ["translate"] if named else draw(st.lists(st.sampled_from(sorted(EXAMPLES)), min_size=1, max_size=3,
+                                                      unique=True))
+    calls = [(n, draw(st.sampled_from(EXAMPLES[n]))) for n in names]
+    doc = json_calls_document(calls, draw(st.sampled_from(JSON_STYLES)), params_first=draw(st.booleans()),
+                              ascii_escapes=draw(st.booleans()))
+    return json_thinking(vocab_name)[1] + doc, calls
+
+
+@pytest.mark.parametrize("vocab_name,reasoning", JSON_PAIRINGS)
+@SETTINGS
+@given(data=st.data())
+def test_json_document_streams_fragments_that_join_to_the_whole_arguments(vocab_name: str, reasoning: str,
+                                                                          data: st.DataObject) -> None:
+    named = data.draw(st.booleans())
+    kw: dict[str, Any] = {"tool_choice": NAMED} if named else {}
+    text, calls = data.draw(json_outputs(vocab_name, named))
+    v = vocab(vocab_name)
+    ids = v.encode(text)
+    give_text = data.draw(st.booleans())
+    whole = json_request(vocab_name, reasoning, **kw).parse(ids, v.decode(ids) if give_text else None)
+    assume(len(whole.tool_calls) == len(calls))  # an example the tool's schema refuses is content
+    assert [json.loads(c.arguments) for c in whole.tool_calls] == [a for _, a in calls]
+    cuts = data.draw(st.lists(st.integers(0, len(ids)), max_size=min(len(ids), 40)))
+    deltas, content, finish_reason = stream(json_request(vocab_name, reasoning, **kw), ids, cuts, give_text)
+    got = collect_calls(deltas)
+    assert [(c.name, c.arguments) for c in got] == [(c.name, c.arguments) for c in whole.tool_calls]
+    assert content == (whole.content or "") == ""
+    assert finish_reason == whole.finish_reason == "tool_calls"
+    assert all(d is None or d for d in deltas)
+    # the arguments are the parameters object's text as written (what went out as it came)
+    for c in whole.tool_calls:
+        assert c.arguments in text
+
+
+@pytest.mark.parametrize("vocab_name,reasoning", JSON_PAIRINGS)
+@pytest.mark.parametrize("params_first", [False, True])
+def test_json_document_sends_the_name_and_argument_text_before_the_document_ends(
+        vocab_name: str, reasoning: str, params_first: bool) -> None:
+    """One token per delta: each call's first delta comes before the document's end; its parameters go
+    out in many fragments as they are written (name first), or, written before the name, whole in the
+    first delta once the name is read, and the next call streams on its own index."""
+    calls = [("translate", {"text": LONG, "source_lang": LONG, "target_lang": "de"}),
+             ("get_weather", {"location": "北京 <x>", "unit": "celsius"})]
+    v = vocab(vocab_name)
+    doc = json_calls_document(calls, params_first=params_first)
+    ids = v.encode(json_thinking(vocab_name)[1] + doc)
+    whole = json_request(vocab_name, reasoning).parse(ids)
+    assert [(c.name, json.loads(c.arguments)) for c in whole.tool_calls] == calls
+    deltas, _, _ = stream(json_request(vocab_name, reasoning), ids, range(len(ids)), False)
+    got = collect_calls(deltas)
+    assert [(c.name, c.arguments) for c in got] == [(c.name, c.arguments) for c in whole.tool_calls]
+    end = len(deltas) - 1  # the finish's delta
+    last_token = len(ids) - 1
+    for call in got:
+        assert call.first_delta < last_token, f"{call.name}: the name waited for the document's end"
+        early = [k for k in call.text_deltas if k < last_token]
+        if params_first:
+            assert call.text_deltas and call.text_deltas[0] == call.first_delta  # held, then sent with the name
+        elif call.name == "translate":
+            assert len(early) > 20, "the argument text waited for the document's end"
+        assert all(k < end for k in call.text_deltas)
+    # the second call's first delta comes after the first call's last fragment (the document's order)
+    assert got[1].first_delta >= got[0].text_deltas[-1]
+
+
+JSON_HOSTILE = ["\\", "\"", "\\\"", "\n", "\t", "🌦", "北京", "é", "\u00e9", "}", "]", "{", "[", "\",\"", ": ",
+                '"name": "x"', '"parameters": {', "</", "<|im_end|>", "  "]
+
+
+@pytest.mark.parametrize("vocab_name,reasoning", JSON_PAIRINGS)
+@settings(max_examples=15, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_json_document_hostile_values_and_escaped_names_stream_exactly(vocab_name: str, reasoning: str,
+                                                                        data: st.DataObject) -> None:
+    """Strings with quotes, backslashes, brackets, key-like text, unicode and ``\\u`` escapes (in the values
+    and in the name), split across deltas anywhere: the fragments join to the whole parse's arguments."""
+    value = "".join(data.draw(st.lists(st.sampled_from(JSON_HOSTILE), min_size=1, max_size=6)))
+    calls = [("get_weather", {"location": value, "unit": "celsius"})]
+    doc = json_calls_document(calls, data.draw(st.sampled_from(JSON_STYLES)), params_first=data.draw(st.booleans()),
+                              ascii_escapes=data.draw(st.booleans()))
+    if data.draw(st.booleans()):
+        doc = doc.replace('"get_weather"', '"get\\u005fweather"')  # the name with an escape in it
+    v = vocab(vocab_name)
+    ids = v.encode(json_thinking(vocab_name)[1] + doc)
+    whole = json_request(vocab_name, reasoning).parse(ids)
+    assert [(c.name, json.loads(c.arguments)) for c in whole.tool_calls] == calls
+    cuts = data.draw(st.lists(st.integers(0, len(ids)), max_size=len(ids)))
+    deltas, content, _ = stream(json_request(vocab_name, reasoning), ids, cuts, data.draw(st.booleans()))
+    got = collect_calls(deltas)
+    assert [(c.name, c.arguments) for c in got] == [(c.name, c.arguments) for c in whole.tool_calls]
+    assert content == ""
+
+
+@pytest.mark.parametrize("vocab_name,reasoning", JSON_PAIRINGS)
+@settings(max_examples=10, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_json_document_cut_by_max_tokens_keeps_a_prefix_of_its_arguments(vocab_name: str, reasoning: str,
+                                                                        data: st.DataObject) -> None:
+    text, calls = data.draw(json_outputs(vocab_name))
+    v = vocab(vocab_name)
+    ids = v.encode(text)
+    full = json_request(vocab_name, reasoning).parse(ids).tool_calls
+    assume(len(full) == len(calls))
+    n = data.draw(st.integers(1, len(ids) - 1))
+    cuts = data.draw(st.lists(st.integers(0, n), max_size=20))
+    deltas, content, finish_reason = stream(json_request(vocab_name, reasoning), ids[:n], cuts, False, "length")
+    assert finish_reason == "length"
+    got = collect_calls(deltas)
+    assert len(got) <= len(full)
+    for g, want in zip(got, full):
+        assert g.name == want.name and want.arguments.startswith(g.arguments)
+    cut_whole = json_request(vocab_name, reasoning).parse(ids[:n], finish_reason="length")
+    assert cut_whole.tool_calls == ()  # a cut document is content there
+    # nothing announced: the cut document is content, as the whole parse says; else it is the calls' text
+    assert content == ("" if got else (cut_whole.content or ""))
+
+
+def test_json_document_a_name_the_request_does_not_allow_streams_nothing() -> None:
+    """A call of a tool the request does not allow (a named choice of another one): nothing goes out early,
+    and at the end the whole parse decides (content). A control token inside a call already sent (no output
+    of the grammar) stops its text there: the call keeps what was sent, the document is not content."""
+    v = vocab("qwen3_6")
+    think = json_thinking("qwen3_6")[1]
+    ids = v.encode(think + json_calls_document([("get_weather", {"location": "Paris", "unit": "celsius"})]))
+    whole = json_request("qwen3_6", "qwen3", tool_choice=NAMED).parse(ids)
+    assert whole.tool_calls == () and whole.content
+    deltas, content, reason = stream(json_request("qwen3_6", "qwen3", tool_choice=NAMED), ids, range(len(ids)), False)
+    assert collect_calls(deltas) == []
+    assert not any((d or {}).get("content") for d in deltas[:-1])  # the document is held until the end
+    assert content == whole.content and reason == "stop"
+    ids = v.encode(think + '[{"name": "get_weather", "parameters": {"location": "Par<|im_start|>is"}}]')
+    deltas, content, reason = stream(json_request("qwen3_6", "qwen3"), ids, range(len(ids)), False)
+    [call] = collect_calls(deltas)
+    assert (call.name, call.arguments, content, reason) == ("get_weather", '{"location": "Par', "", "tool_calls")
+    # the named tool is streamed by name, its document one item
+    named = think + json_calls_document([("translate", {"text": "hi", "target_lang": "de"})])
+    ids = v.encode(named)
+    deltas, _, reason = stream(json_request("qwen3_6", "qwen3", tool_choice=NAMED), ids, range(len(ids)), False)
+    [call] = collect_calls(deltas)
+    assert call.name == "translate" and call.first_delta < len(ids) - 1 and reason == "tool_calls"
+
+
+def test_json_document_unconstrained_sends_nothing_before_finish() -> None:
+    v = vocab("deepseek_v4")
+    ids = v.encode(json_thinking("deepseek_v4")[1]
+                   + json_calls_document([("get_weather", {"location": "Paris", "unit": "celsius"})]))
+    req = json_request("deepseek_v4", "deepseek_v4", constrained=False)
+    assert not any(d and d.get("tool_calls") for d in (req.parse_delta([t]) for t in ids))
+    [item] = req.finish().delta["tool_calls"]
+    assert item["function"]["arguments"] == '{"location": "Paris", "unit": "celsius"}'
+
+
+@pytest.mark.parametrize("vocab_name,reasoning", JSON_PAIRINGS)
+@settings(max_examples=10, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_json_document_malformed_keeps_the_openai_shape(vocab_name: str, reasoning: str, data: st.DataObject) -> None:
+    text, _ = data.draw(json_outputs(vocab_name))
+    i = data.draw(st.integers(0, len(text) - 1))
+    text = text[:i] + data.draw(st.sampled_from(["", "}", "]", "\"", ",", "\\", "x", "<|im_start|>"])) + text[i + 1:]
+    ids = vocab(vocab_name).encode(text)
+    cuts = data.draw(st.lists(st.integers(0, len(ids)), max_size=30))
+    deltas, _, finish_reason = stream(json_request(vocab_name, reasoning), ids, cuts, False)
+    got = collect_calls(deltas)
+    assert finish_reason == ("tool_calls" if got else "stop")
+
+
+def _json_work(n: int, params_first: bool) -> tuple[float, int]:
+    """(characters examined per character of output, the most examined by one delta) for a document of one
+    call whose string argument is ``n`` repetitions of a phrase, fed one token per delta."""
+    v = vocab("qwen3_6")
+    text = json_calls_document([("get_weather", {"location": "Zürich {[\"]} " * n})], params_first=params_first)
+    ids = v.encode(text)
+    reader = get_tool_reader("json", TOOLS, "required")
+    dec, s = MarkedDecoder(v), reader.stream(v, stream_arguments=True)
+    most = last = 0
+    sent = 0
+    for t in ids:
+        d = s.feed(dec.feed([t]))
+        sent += sum(len(f.arguments) for f in d.fragments)
+        most = max(most, s.scanned - last)
+        last = s.scanned
+    d = s.finish()
+    sent += sum(len(f.arguments) for f in d.fragments)
+    assert len(d.calls) == 1 and sent == len(d.calls[0].arguments)
+    return s.scanned / len(text), most
+
+
+@pytest.mark.parametrize("params_first", [False, True])
+def test_json_document_streaming_cost_grows_with_the_deltas_not_with_the_document_so_far(params_first: bool) -> None:
+    """Flat per character from 20 to 800 repetitions (re-reading the document so far at each delta would be
+    40x), and no delta but the last (the whole read at finish is not a feed) examines more than its own
+    text; parameters held until a late name cost the same."""
+    small, small_most = _json_work(20, params_first)
+    large, large_most = _json_work(800, params_first)
+    assert large < small * 1.5 + 1
+    assert large_most <= small_most

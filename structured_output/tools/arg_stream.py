@@ -70,10 +70,10 @@ class BracketDepth:
         self.in_string = False
         self.escape = False
 
-    def first_close(self, text: str, base: int) -> int:
-        """Feed ``text`` (at offset ``base``) up to the first close to depth 0: its position (``base`` +
-        offset, just after the bracket), or -1 when ``text`` has none (all of it fed)."""
-        i, n = 0, len(text)
+    def first_close(self, text: str, base: int, start: int = 0) -> int:
+        """Feed ``text[start:]`` (``text`` at offset ``base``) up to the first close to depth 0: its position
+        (``base`` + offset in ``text``, just after the bracket), or -1 when it has none (all of it fed)."""
+        i, n = start, len(text)
         while i < n:
             if self.escape:
                 self.escape = False

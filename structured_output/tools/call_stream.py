@@ -258,10 +258,9 @@ class CallFormatStream(ToolStream):
             for j, (call, cs, ce) in enumerate(block):
                 index = self._taken + len(kept)
                 if j < len(live):  # announced: the rest of its arguments (the rules applied to its name)
-                    sent = live[j].arguments_sent()
-                    same = call.name == live[j].name and call.arguments.startswith(sent)
-                    frags.append(CallDelta(index, call.arguments[len(sent):] if same else ""))
-                    kept.append(ToolCall(live[j].name, call.arguments if same else sent, live[j].id))
+                    rest, decided = live[j].decided(call)
+                    frags.append(rest)
+                    kept.append(decided)
                 elif self._policy.accepts(call.name, call.arguments, index):
                     kept.append(fmt.with_id(call, text[cs:ce], index))
                     frags.append(CallDelta(index, kept[-1].arguments, call.name, kept[-1].id))

@@ -3,6 +3,7 @@ named tool choice)."""
 
 from __future__ import annotations
 
+import functools
 import json
 from dataclasses import dataclass
 from typing import Any
@@ -10,13 +11,44 @@ from typing import Any
 from thinkgate.reasoning.vocabulary import Vocabulary
 
 from ..constraints import Constraint
+from .args import _DECODER, _skip_ws
 from .engine import DEFAULT_TOOL_MAX_WHITESPACE, ToolFormat
 from .marked import MAX_ARGUMENT_DEPTH, MarkedText, json_depth_ok
 from .policy import CallPolicy
 from .request import ToolRequest, tool_calls_json_schema
+from .json_calls_stream import JsonCallsStream
 from .results import ToolCall, ToolCallsResult
+from .stream import HeldStream, ToolStream
 
-__all__ = ["JsonCallsFormat"]
+__all__ = ["JsonCallsFormat", "parameter_spans"]
+
+
+def parameter_spans(text: str) -> list[tuple[int, int]]:
+    """For a JSON array of objects (``text`` known to parse), each object's ``"parameters"`` value as
+    (start, end) in ``text`` (the last one where an object writes the key twice, as ``json.loads`` keeps;
+    (0, 0) where it has none). One walk of the two outer levels; values read by the decoder."""
+    skip = functools.partial(_skip_ws, text)
+    spans: list[tuple[int, int]] = []
+    i = skip(skip(0) + 1)  # after "["
+    if text[i] == "]":
+        return spans
+    while True:
+        i = skip(i + 1)  # after "{"
+        span = (0, 0)
+        while text[i] != "}":
+            key, i = _DECODER.raw_decode(text, i)
+            i = skip(skip(i) + 1)  # after ":"
+            _, end = _DECODER.raw_decode(text, i)
+            if key == "parameters":
+                span = (i, end)
+            i = skip(end)
+            if text[i] == ",":
+                i = skip(i + 1)
+        spans.append(span)
+        i = skip(i + 1)  # after "}"
+        if text[i] != ",":
+            return spans
+        i = skip(i + 1)
 
 
 @dataclass(eq=False)
@@ -42,8 +74,19 @@ class JsonCallsFormat(ToolFormat):
                        max_whitespace: int | None = DEFAULT_TOOL_MAX_WHITESPACE) -> dict[str, Any] | None:
         return None
 
+    def new_stream(self, request: ToolRequest, policy: CallPolicy, vocabulary: Vocabulary, *,
+                   stream_arguments: bool = False) -> ToolStream:
+        """With ``stream_arguments`` and a request this format constrains (required / named), the calls go
+        out as the document is written (:class:`~.json_calls_stream.JsonCallsStream`); else the output is
+        held and read whole at ``finish`` (an auto request gets no constraint from this format, so its
+        output may be any text)."""
+        if stream_arguments and request.mode in ("required", "named"):
+            return JsonCallsStream(self, request, policy, vocabulary)
+        return HeldStream(self, request, policy, vocabulary)
+
     def read_marked(self, src: MarkedText, request: ToolRequest, policy: CallPolicy | None = None) -> ToolCallsResult:
-        """The whole output is the calls or it is content: one JSON document cannot be split, so a call
+        """The whole output is the calls or it is content (each call's arguments: its parameters object's
+        text as written): one JSON document cannot be split, so a call
         the policy refuses (a tool not allowed, more calls than allowed, arguments against a strict
         schema) leaves all of it content. There are no markers; with token ids, a control token
         anywhere makes the output content."""
@@ -60,7 +103,8 @@ class JsonCallsFormat(ToolFormat):
         if not (isinstance(obj, list) and all(isinstance(c, dict) and isinstance(c.get("name"), str)
                                               and isinstance(c.get("parameters"), dict) for c in obj)):
             return as_content
-        calls = [ToolCall(c["name"], json.dumps(c["parameters"], ensure_ascii=False)) for c in obj]
+        # each call's arguments: its parameters object's text as written (what the stream sends as it comes)
+        calls = [ToolCall(c["name"], text[a:b]) for c, (a, b) in zip(obj, parameter_spans(text))]
         if not all(policy.accepts(c.name, c.arguments, i) for i, c in enumerate(calls)):
             return as_content
         return ToolCallsResult(None, tuple(calls))

@@ -49,6 +49,15 @@ class LiveCall:
     def arguments_sent(self) -> str:
         return "".join(self.sent)
 
+    def decided(self, read: ToolCall) -> tuple[CallDelta, ToolCall]:
+        """The call read whole as ``read``: the delta of the rest of its arguments, and the call. Where the
+        read disagrees with what went out (another name, arguments not starting with the text sent), the call
+        keeps the text sent and nothing more goes out."""
+        sent = self.arguments_sent()
+        same = read.name == self.name and read.arguments.startswith(sent)
+        return (CallDelta(self.index, read.arguments[len(sent):] if same else ""),
+                ToolCall(self.name, read.arguments if same else sent, self.id))
+
 
 class LiveBlock:
     """One held block read as it arrives (see the module docstring)."""

@@ -28,7 +28,8 @@ The contract, for every chunking of an output:
 :class:`ContentGate` applies the whole reader's content rules to streamed text: leading and trailing
 whitespace dropped (held until more text shows it is not trailing), and text between two calls dropped
 when it is only whitespace or the format's separator. :class:`HeldStream` is the reader of a format
-without a streaming reader of its own: it holds everything and reads it whole at ``finish``.
+without a streaming reader of its own (or of this request): it holds everything and reads it whole at
+``finish``.
 """
 
 from __future__ import annotations
@@ -155,7 +156,8 @@ class ContentGate:
 
 class HeldStream(ToolStream):
     """Holds the whole output and reads it with the format's whole reader at ``finish`` (a format whose
-    calls cannot be split, such as a JSON array of calls). O(the feed) per feed."""
+    calls cannot be split, such as the ``json`` format's document of calls for a request not constrained).
+    O(the feed) per feed."""
 
     def __init__(self, fmt: ToolFormat, request: ToolRequest, policy: CallPolicy, vocabulary: Vocabulary) -> None:
         self._fmt, self._request, self._policy = fmt, request, policy
