@@ -97,7 +97,7 @@ class RowFiller:
             npmask = sb.bitmask_np
             for m in matchers:
                 if isinstance(m, BoundedMatcher):  # grammar fill + whitespace clear, one call
-                    m.ws_lexer.fill(bitmask, npmask, i)
+                    m.fill_next_token_bitmask(bitmask, i, npmask)
                 else:
                     m.fill_next_token_bitmask(bitmask, i)
                 i += 1
@@ -195,7 +195,7 @@ class RowFiller:
                     # masks nothing is dropped (possible only when may_allow_all)
                     i = len(row_logits)
                     m = w.matcher
-                    needs = (m.ws_lexer.fill(bitmask, npmask, i) if isinstance(m, BoundedMatcher)
+                    needs = (m.fill_next_token_bitmask(bitmask, i, npmask) if isinstance(m, BoundedMatcher)
                              else m.fill_next_token_bitmask(bitmask, i))
                     if needs or not w.may_allow_all:
                         if empty(i):
@@ -251,21 +251,17 @@ class RowFiller:
                         ok = False
                         break
                 if ok:
-                    bounded = isinstance(m, BoundedMatcher)
-                    # a bounded row: grammar fill + whitespace clear, one call of its lexer
-                    fill = m.ws_lexer.fill if bounded else m.fill_next_token_bitmask
-                    npmask = sb.bitmask_np if bounded else None
+                    fill = m.fill_next_token_bitmask
+                    npmask = sb.bitmask_np if isinstance(m, BoundedMatcher) else None  # see BoundedMatcher
                     base = w.logits_base
                     rid = w.request_id
                     may_allow_all = w.may_allow_all
                     nd = len(drafts)
                     while True:
                         i = len(row_logits)
-                        needs = fill(bitmask, i) if npmask is None else fill(bitmask, npmask, i)
-                        if needs or not may_allow_all:
-                            if empty(i):  # a dead end: no row, and no rows after it
-                                dead.append(rid)
-                                break
+                        kept = fill(bitmask, i) if npmask is None else fill(bitmask, i, npmask)
+                        kept = kept or not may_allow_all
+                        if kept:
                             row_logits.append(base + j)
                             row_rids.append(rid)
                         if j == nd:
@@ -277,6 +273,12 @@ class RowFiller:
                         if t in stops:
                             break
                         j += 1
+                    # every row but the last allowed the draft accepted after it (a mask allows exactly
+                    # what its matcher accepts), so only the last can be a dead end: no row for it
+                    if kept and empty(len(row_logits) - 1):
+                        row_logits.pop()
+                        row_rids.pop()
+                        dead.append(rid)
             finally:
                 if accepted:
                     m.rollback(accepted)

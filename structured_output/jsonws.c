@@ -304,6 +304,49 @@ static PyObject *Lexer_accept(Lexer *self, PyObject *const *args, Py_ssize_t nar
     Py_RETURN_TRUE;
 }
 
+/* accept_many(token_ids: list, stops: set | frozenset) -> int: accept() on each token in turn, up to
+ * the first one refused (its index is returned) or through the first stop token (the index after
+ * it: the tokens after a stop are never offered); len(token_ids) when all were accepted. */
+static PyObject *Lexer_accept_many(Lexer *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 2 || !PyList_Check(args[0]) || !PyAnySet_Check(args[1])) {
+        PyErr_SetString(PyExc_TypeError, "accept_many(token_ids: list, stops: set)");
+        return NULL;
+    }
+    PyObject *tokens = args[0], *stops = args[1];
+    Py_ssize_t n = PyList_GET_SIZE(tokens), k = 0;
+    for (; k < n; k++) {
+        PyObject *t = PyList_GET_ITEM(tokens, k);
+        Py_INCREF(t); /* the list may change under a callback */
+        int next = next_state(self, t);
+        if (next < 0) { Py_DECREF(t); return NULL; }
+        if (next == self->bound->num_states) { Py_DECREF(t); break; }
+        PyObject *call[2] = {t, Py_False};
+        PyObject *r = PyObject_Vectorcall(self->accept, call, 2, NULL);
+        if (r == NULL) { Py_DECREF(t); return NULL; }
+        int ok = PyObject_IsTrue(r);
+        Py_DECREF(r);
+        if (ok <= 0) { Py_DECREF(t); if (ok < 0) return NULL; break; }
+        if (push(self, next) < 0) {
+            PyObject *et, *ev, *tb;
+            PyErr_Fetch(&et, &ev, &tb);
+            PyObject *one = PyLong_FromLong(1);
+            PyObject *u = one ? PyObject_CallOneArg(self->rollback, one) : NULL;
+            Py_XDECREF(one);
+            Py_XDECREF(u);
+            PyErr_Clear();
+            PyErr_Restore(et, ev, tb);
+            Py_DECREF(t);
+            return NULL;
+        }
+        int stop = PySet_Contains(stops, t);
+        Py_DECREF(t);
+        if (stop < 0) return NULL;
+        if (stop) { k++; break; }
+        if (n != PyList_GET_SIZE(tokens)) n = PyList_GET_SIZE(tokens);
+    }
+    return PyLong_FromSsize_t(k);
+}
+
 /* rollback(num_tokens=1): the grammar's rollback, then the lexer's (ValueError for more tokens than
  * were accepted: then nothing moves) */
 static PyObject *Lexer_rollback(Lexer *self, PyObject *const *args, Py_ssize_t nargs) {
@@ -333,24 +376,59 @@ static PyObject *Lexer_rollback(Lexer *self, PyObject *const *args, Py_ssize_t n
     Py_RETURN_NONE;
 }
 
-/* fill(bitmask, np_bitmask, index, debug_print=False) -> bool: the grammar's fill of row `index`
- * of `bitmask`, then this state's clear of that row of `np_bitmask` (the same memory as an int32
- * array). True when the row masks something. */
-static PyObject *Lexer_fill(Lexer *self, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs < 3 || nargs > 4) {
-        PyErr_SetString(PyExc_TypeError, "fill(bitmask, np_bitmask, index, debug_print=False)");
-        return NULL;
+/* fill(bitmask, index=0, np_bitmask=None, *, debug_print=False) -> bool: the grammar's fill of row
+ * `index` of `bitmask`, then this state's clear of that row of `np_bitmask` (the same memory as an
+ * int32 array; None: bitmask.numpy()). True when the row masks something. The signature of
+ * BoundedMatcher.fill_next_token_bitmask, so that the lexer's method can stand in for it. */
+static PyObject *Lexer_fill(Lexer *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames) {
+    static const char *const names[] = {"bitmask", "index", "np_bitmask", "debug_print"};
+    PyObject *vals[4] = {NULL, NULL, Py_None, Py_False};
+    Py_ssize_t nkw = kwnames != NULL ? PyTuple_GET_SIZE(kwnames) : 0;
+    if (nargs > 3) goto usage;
+    for (Py_ssize_t k = 0; k < nargs; k++) vals[k] = args[k];
+    for (Py_ssize_t k = 0; k < nkw; k++) {
+        PyObject *key = PyTuple_GET_ITEM(kwnames, k);
+        int found = 0;
+        for (int p = 0; p < 4 && !found; p++) {
+            if (PyUnicode_Check(key) && PyUnicode_CompareWithASCIIString(key, names[p]) == 0) {
+                if (p < nargs) goto usage; /* given twice */
+                vals[p] = args[nargs + k];
+                found = 1;
+            }
+        }
+        if (!found) goto usage;
     }
-    const Bound *b = self->bound;
-    Py_ssize_t i = PyNumber_AsSsize_t(args[2], PyExc_IndexError);
-    if (i == -1 && PyErr_Occurred()) return NULL;
-    PyObject *call[3] = {args[0], args[2], nargs > 3 ? args[3] : Py_False};
+    if (vals[0] == NULL) goto usage;
+    PyObject *index = vals[1];
+    Py_ssize_t i = 0;
+    if (index != NULL) {
+        i = PyNumber_AsSsize_t(index, PyExc_IndexError);
+        if (i == -1 && PyErr_Occurred()) return NULL;
+    }
+    PyObject *zero = NULL;
+    if (index == NULL) {
+        zero = PyLong_FromLong(0);
+        if (zero == NULL) return NULL;
+        index = zero;
+    }
+    PyObject *call[3] = {vals[0], index, vals[3]};
     PyObject *r = PyObject_Vectorcall(self->fill, call, 3, NULL);
+    Py_XDECREF(zero);
     if (r == NULL) return NULL;
+    const Bound *b = self->bound;
     if (b->off[self->state] == b->off[self->state + 1]) return r; /* nothing to clear here */
     Py_DECREF(r);
+    PyObject *np = vals[2];
+    PyObject *owned = NULL;
+    if (np == Py_None) {
+        owned = PyObject_CallMethod(vals[0], "numpy", NULL);
+        if (owned == NULL) return NULL;
+        np = owned;
+    }
     Py_buffer v;
-    if (get_rows(args[1], b->num_words, &v) < 0) return NULL;
+    int got = get_rows(np, b->num_words, &v);
+    Py_XDECREF(owned); /* the buffer view keeps the memory alive */
+    if (got < 0) return NULL;
     if (i < 0 || i >= v.shape[0]) {
         PyBuffer_Release(&v);
         PyErr_Format(PyExc_IndexError, "row %zd outside the bitmask's %zd rows", i, v.shape[0]);
@@ -359,6 +437,9 @@ static PyObject *Lexer_fill(Lexer *self, PyObject *const *args, Py_ssize_t nargs
     clear_row(b, self->state, (uint32_t *)v.buf + i * b->num_words);
     PyBuffer_Release(&v);
     Py_RETURN_TRUE;
+usage:
+    PyErr_SetString(PyExc_TypeError, "fill(bitmask, index=0, np_bitmask=None, *, debug_print=False)");
+    return NULL;
 }
 
 /* clear(np_bitmask, index) -> bool: this state's clear of row `index` (True when it clears something) */
@@ -408,9 +489,11 @@ static PyObject *Lexer_get_clears(Lexer *self, void *c) {
 static PyMethodDef Lexer_methods[] = {
     {"accept", (PyCFunction)(void (*)(void))Lexer_accept, METH_FASTCALL | METH_KEYWORDS,
      "accept(token_id, debug_print=False) -> bool"},
+    {"accept_many", (PyCFunction)(void (*)(void))Lexer_accept_many, METH_FASTCALL,
+     "accept_many(token_ids, stops) -> int: tokens accepted, through the first stop token"},
     {"rollback", (PyCFunction)(void (*)(void))Lexer_rollback, METH_FASTCALL, "rollback(num_tokens=1)"},
-    {"fill", (PyCFunction)(void (*)(void))Lexer_fill, METH_FASTCALL,
-     "fill(bitmask, np_bitmask, index, debug_print=False) -> bool"},
+    {"fill", (PyCFunction)(void (*)(void))Lexer_fill, METH_FASTCALL | METH_KEYWORDS,
+     "fill(bitmask, index=0, np_bitmask=None, *, debug_print=False) -> bool"},
     {"clear", (PyCFunction)(void (*)(void))Lexer_clear_row, METH_FASTCALL, "clear(np_bitmask, index) -> bool"},
     {"breaks", (PyCFunction)Lexer_breaks, METH_O, "breaks(token_id) -> bool"},
     {"reset", (PyCFunction)Lexer_reset, METH_NOARGS, "reset()"},

@@ -72,6 +72,21 @@ class Lexer:
         self._state = nxt
         return True
 
+    def accept_many(self, token_ids: list[int], stops: frozenset[int] | set[int]) -> int:
+        """:meth:`accept` on each token in turn, up to the first one refused (its index is returned) or
+        through the first stop token (the index after it: the tokens after a stop are never offered);
+        ``len(token_ids)`` when all were accepted."""
+        if not isinstance(token_ids, list) or not isinstance(stops, (set, frozenset)):
+            raise TypeError("accept_many(token_ids: list, stops: set)")
+        k = 0
+        for t in token_ids:
+            if not self.accept(t):
+                return k
+            k += 1
+            if t in stops:
+                return k
+        return k
+
     def rollback(self, num_tokens: int = 1) -> None:
         """The grammar's rollback, then the lexer's (``ValueError`` for more tokens than were accepted:
         then nothing moves)."""
@@ -83,13 +98,17 @@ class Lexer:
             self._state = self._hist[-n]
             del self._hist[-n:]
 
-    def fill(self, bitmask: Any, np_bitmask: np.ndarray, index: int, debug_print: bool = False) -> bool:
+    def fill(self, bitmask: Any, index: int = 0, np_bitmask: np.ndarray | None = None, *,
+             debug_print: bool = False) -> bool:
         """The grammar's fill of row ``index`` of ``bitmask``, then this state's clear of that row of
-        ``np_bitmask`` (the same memory as an int32 array); True when the row masks something."""
+        ``np_bitmask`` (the same memory as an int32 array; None: ``bitmask.numpy()``); True when the
+        row masks something. The signature of ``BoundedMatcher.fill_next_token_bitmask``."""
         needs = self._fill(bitmask, index, debug_print)
         c = self._bound.clears[self._state]
         if c is None:
             return bool(needs)
+        if np_bitmask is None:
+            np_bitmask = bitmask.numpy()
         c.apply(_rows(np_bitmask, self._num_words, index), index)
         return True
 

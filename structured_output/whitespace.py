@@ -47,7 +47,6 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-import torch
 import xgrammar as xgr
 
 from . import jsonws
@@ -271,11 +270,29 @@ class BoundedMatcher(xgr.GrammarMatcher):
         self.ws_bound = bound
         h = self._handle
         self.ws_lexer = jsonws.new_lexer(bound.lexer_tables, h.accept_token, h.rollback, h.fill_next_token_bitmask)
+        # the lexer's methods stand in for ours where no subclass overrides them (no Python frame)
         if type(self).accept_token is BoundedMatcher.accept_token:
             self.accept_token = self.ws_lexer.accept  # type: ignore[method-assign]
+            self.accept_many = self.ws_lexer.accept_many  # type: ignore[method-assign]
+        if type(self).fill_next_token_bitmask is BoundedMatcher.fill_next_token_bitmask:
+            self.fill_next_token_bitmask = self.ws_lexer.fill  # type: ignore[method-assign]
 
     def accept_token(self, token_id: int, *, debug_print: bool = False) -> bool:
         return self.ws_lexer.accept(token_id, debug_print)
+
+    def accept_many(self, token_ids: list[int], stops: frozenset[int]) -> int:
+        """``accept_token`` on each token in turn, up to the first one refused (its index is returned)
+        or through the first stop token (the index after it: the tokens after a stop are never
+        offered); ``len(token_ids)`` when all were accepted (the lexer's own loop, in C, where no
+        subclass overrides ``accept_token``)."""
+        k = 0
+        for t in token_ids:
+            if not self.accept_token(t):
+                return k
+            k += 1
+            if t in stops:
+                return k
+        return k
 
     def rollback(self, num_tokens: int = 1) -> None:
         self.ws_lexer.rollback(num_tokens)
@@ -288,9 +305,7 @@ class BoundedMatcher(xgr.GrammarMatcher):
                                 debug_print: bool = False) -> bool:
         """xgrammar's fill of row ``index``, then the bound's clear of it. ``np_bitmask``: the same
         buffer as a numpy array, when the caller has it (else it is taken from ``bitmask``)."""
-        if np_bitmask is None:
-            np_bitmask = bitmask.numpy() if isinstance(bitmask, torch.Tensor) else np.asarray(bitmask)
-        return self.ws_lexer.fill(bitmask, np_bitmask, index, debug_print)
+        return self.ws_lexer.fill(bitmask, index, np_bitmask, debug_print=debug_print)
 
     def breaks_bound(self, token_id: int) -> bool:
         """True when ``token_id`` would make a gap longer than the bound from here (changes nothing)."""

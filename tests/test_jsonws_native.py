@@ -80,8 +80,8 @@ def test_c_lexer_equals_reference_on_random_streams_with_drafts_and_rollback(set
             assert (c.state, c.depth, c.clears) == (r.state, r.depth, r.clears), where
             # the row: C fill + clear vs reference fill + clear, on two rows of one buffer
             npb[:] = 0
-            need_c = c.fill(buf, npb, 0)
-            need_r = r.fill(buf, npb, 1)
+            need_c = c.fill(buf, 0, npb)
+            need_r = r.fill(buf, 1, None if step % 2 else npb)
             assert need_c == need_r and (npb[0] == npb[1]).all(), where
             allowed = _allowed(npb[0], width)
             op = rng.random()
@@ -89,6 +89,19 @@ def test_c_lexer_equals_reference_on_random_streams_with_drafts_and_rollback(set
                 k = rng.randint(1, c.depth)
                 c.rollback(k)
                 r.rollback(k)
+                continue
+            if op < 0.2 and allowed.size:  # several tokens in one call (a commit of drafts), a stop among them
+                stops = frozenset(vocab.stop_token_ids)
+                toks = [int(rng.choice(allowed))] + [rng.choice(ws_ids + list(stops)) for _ in range(rng.randint(0, 3))]
+                d0 = c.depth
+                k = c.accept_many(toks, stops)
+                assert k == r.accept_many(toks, stops) and c.depth == r.depth == d0 + k, where
+                assert k >= 1, where  # the first token was allowed by the row
+                assert all(t not in stops for t in toks[:k - 1]), where  # nothing offered after a stop
+                if hc.is_terminated():
+                    assert hr.is_terminated() and toks[k - 1] in stops, where
+                    c.rollback(1)
+                    r.rollback(1)
                 continue
             if op < 0.4:
                 t = rng.choice(ws_ids)  # whitespace runs: the bound's edge
@@ -164,6 +177,15 @@ def test_misuse_raises_the_same_in_both_and_moves_nothing(qwen_vocab):
             for row in (2, -1):
                 with pytest.raises(IndexError):
                     lx.clear(np.zeros((2, words), dtype=np.int32), row)
+            # fill's signature is BoundedMatcher.fill_next_token_bitmask's, keywords included
+            buf = torch.zeros((2, words), dtype=torch.int32)
+            assert lx.fill(buf) is True  # after "{": the bound forbids long whitespace runs
+            assert lx.fill(bitmask=buf, index=1, np_bitmask=buf.numpy(), debug_print=False) is True
+            assert (buf[0] == buf[1]).all()
+            for bad_call in (lambda: lx.fill(buf, 0, None, False), lambda: lx.fill(buf, foo=1),
+                             lambda: lx.fill(buf, 0, index=1), lambda: lx.fill()):
+                with pytest.raises(TypeError):
+                    bad_call()
             lx.rollback(1)
             assert (lx.state, lx.depth) == (0, 0)
         with pytest.raises(ValueError, match="step entry"):
