@@ -24,7 +24,8 @@ typedef struct {
     Py_ssize_t width;      /* tokens per state in the step table (the logits width) */
     Py_ssize_t num_states; /* B + 3 */
     Py_ssize_t num_words;  /* words of a bitmask row */
-    uint16_t *step;        /* num_states * width: next state, or num_states (reject) */
+    int wide;              /* step entries are uint16 (more than 255 states), else uint8 */
+    void *step;            /* num_states * width: next state, or num_states (reject) */
     Py_ssize_t *off;       /* num_states + 1: state s clears words idx[off[s] .. off[s+1]) */
     int32_t *idx;
     uint32_t *keep;
@@ -97,7 +98,8 @@ static PyObject *Bound_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
         self->width = width;
         self->num_states = num_states;
         self->num_words = num_words;
-        self->step = PyMem_Malloc(sizeof(uint16_t) * (size_t)n_step);
+        self->wide = num_states >= 0xFF;
+        self->step = PyMem_Malloc((self->wide ? sizeof(uint16_t) : sizeof(uint8_t)) * (size_t)n_step);
         self->off = PyMem_Malloc(sizeof(Py_ssize_t) * (size_t)(num_states + 1));
         self->idx = PyMem_Malloc(sizeof(int32_t) * (size_t)(n_clear ? n_clear : 1));
         self->keep = PyMem_Malloc(sizeof(uint32_t) * (size_t)(n_clear ? n_clear : 1));
@@ -109,7 +111,8 @@ static PyObject *Bound_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
         for (Py_ssize_t i = 0; i < n_step && bad == NULL; i++) {
             long long s = int_at(&sv, i);
             if (s < 0 || s > num_states) bad = "a step entry is not a state or the reject state";
-            else self->step[i] = (uint16_t)s;
+            else if (self->wide) ((uint16_t *)self->step)[i] = (uint16_t)s;
+            else ((uint8_t *)self->step)[i] = (uint8_t)s;
         }
         for (Py_ssize_t s = 0; s <= num_states && bad == NULL; s++) {
             long long o = int_at(&ov, s);
@@ -139,10 +142,17 @@ done:
 
 static PyObject *Bound_get_width(Bound *self, void *c) { (void)c; return PyLong_FromSsize_t(self->width); }
 static PyObject *Bound_get_num_states(Bound *self, void *c) { (void)c; return PyLong_FromSsize_t(self->num_states); }
+static PyObject *Bound_get_nbytes(Bound *self, void *c) {
+    (void)c;
+    Py_ssize_t n = self->num_states * self->width * (self->wide ? 2 : 1) +
+                   (Py_ssize_t)sizeof(Py_ssize_t) * (self->num_states + 1) + 8 * self->off[self->num_states];
+    return PyLong_FromSsize_t(n);
+}
 
 static PyGetSetDef Bound_getset[] = {
     {"width", (getter)Bound_get_width, NULL, "tokens per state (the logits width)", NULL},
     {"num_states", (getter)Bound_get_num_states, NULL, "states of the lexer (the reject state is this)", NULL},
+    {"nbytes", (getter)Bound_get_nbytes, NULL, "bytes of the copied tables", NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };
 
@@ -251,7 +261,8 @@ static int next_state(const Lexer *self, PyObject *token) {
     if (t == -1 && PyErr_Occurred()) return -1;
     const Bound *b = self->bound;
     if (overflow || t < 0 || t >= b->width) return self->state;
-    return b->step[(Py_ssize_t)self->state * b->width + (Py_ssize_t)t];
+    Py_ssize_t at = (Py_ssize_t)self->state * b->width + (Py_ssize_t)t;
+    return b->wide ? ((const uint16_t *)b->step)[at] : ((const uint8_t *)b->step)[at];
 }
 
 static int push(Lexer *self, int next) {

@@ -134,6 +134,8 @@ class WhitespaceBound:
         self.nbytes = table.nbytes + sum(
             (c.row.nbytes if c.row is not None else c.idx.nbytes + c.keep.nbytes) for c in clears if c is not None)
         self.lexer_tables = jsonws.tables(self)  # what each request's lexer reads (the C extension's copy)
+        if self.lexer_tables is not self:
+            self.nbytes += self.lexer_tables.nbytes
 
     def run(self, token_ids: Sequence[int], state: int = 0) -> int:
         """The state after ``token_ids`` from ``state`` (``reject`` once a token breaks the bound)."""

@@ -64,12 +64,25 @@ def setup(request, qwen_vocab, deepseek_vocab, tekken_vocab):
 @pytest.mark.parametrize("max_whitespace", [1, 4, 16])
 def test_c_lexer_equals_reference_on_random_streams_with_drafts_and_rollback(setup, max_whitespace):
     vocab, comp = setup
+    _random_streams(vocab, comp, max_whitespace, rounds=3)
+
+
+def test_c_lexer_with_more_than_255_states_equals_reference(deepseek_vocab):
+    """A bound past 252 stores the C step table as uint16 (uint8 below)."""
+    comp = Compiler(deepseek_vocab, num_threads=1)
+    try:
+        _random_streams(deepseek_vocab, comp, 300, rounds=1)
+    finally:
+        comp.close()
+
+
+def _random_streams(vocab, comp, max_whitespace: int, rounds: int) -> None:
     compiled = _compiled(comp, max_whitespace)
     width = vocab.logits_width
     words = (width + 31) // 32
     ws_ids = [t for t in range(vocab.vocab_size) if vocab.token_bytes[t] and not vocab.token_bytes[t].strip(b" \t\r\n")]
     assert ws_ids
-    for _ in range(3):
+    for _ in range(rounds):
         seed = _fresh_seed()
         rng = random.Random(seed)
         (c, hc), (r, hr) = _pair(compiled)
