@@ -263,9 +263,11 @@ class BoundedMatcher(xgr.GrammarMatcher):
     matcher do) itself: a token's lexer step and grammar accept are one call, a row's grammar fill
     and whitespace clear another. A caller that fills rows with xgrammar's batch matcher (which
     bypasses :meth:`fill_next_token_bitmask`) applies the clears itself with ``jsonws.clear_rows``.
-    A plain ``BoundedMatcher``'s ``accept_token`` is the lexer's accept itself (an instance attribute
-    over the method: no Python frame per token); a subclass that overrides ``accept_token`` keeps its
-    override, which reaches the lexer through ``super()``."""
+    ``accept_token``, ``accept_many`` and ``fill_next_token_bitmask`` are the lexer's own methods
+    (instance attributes over the methods below, same signatures: no Python frame of ours per token or
+    row), except where a subclass overrides them: its override reaches the lexer through ``super()``.
+    ``accept_string`` (xgrammar's, not used by thinkgate) is not bounded and breaks ``rollback``'s
+    count: use ``accept_token``."""
 
     def __init__(self, compiled_grammar: xgr.CompiledGrammar, bound: WhitespaceBound, **kwargs: Any) -> None:
         super().__init__(compiled_grammar, **kwargs)
