@@ -172,9 +172,18 @@ static PyTypeObject BoundType = {
 
 /* the int32 [rows, num_words] C-contiguous writable array `obj`, or -1 with an error */
 static int get_rows(PyObject *obj, Py_ssize_t num_words, Py_buffer *view) {
-    if (PyObject_GetBuffer(obj, view, PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS) < 0) return -1;
-    if (view->ndim != 2 || view->itemsize != 4 || view->shape[1] != num_words) {
-        PyErr_Format(PyExc_ValueError, "the bitmask must be a C-contiguous int32 array [rows, %zd]", num_words);
+    if (PyObject_GetBuffer(obj, view, PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0) {
+        PyErr_Clear(); /* not a buffer, read-only or strided: one message for all */
+        PyErr_Format(PyExc_ValueError, "the bitmask must be a writable C-contiguous int32 array [rows, %zd]",
+                     num_words);
+        return -1;
+    }
+    const char *f = view->format != NULL ? view->format : "B";
+    while (*f == '@' || *f == '=' || *f == '<' || *f == '>' || *f == '!') f++;
+    int int32 = view->itemsize == 4 && (*f == 'i' || *f == 'l') && f[1] == '\0'; /* signed, as numpy's int32 */
+    if (view->ndim != 2 || !int32 || view->shape[1] != num_words) {
+        PyErr_Format(PyExc_ValueError, "the bitmask must be a writable C-contiguous int32 array [rows, %zd]",
+                     num_words);
         PyBuffer_Release(view);
         return -1;
     }

@@ -29,8 +29,8 @@ def _rows(np_bitmask: Any, num_words: int, index: int) -> np.ndarray:
     """``np_bitmask`` checked as the C extension checks it: an int32 ``[rows, num_words]`` C-contiguous
     array with a row ``index``."""
     if not isinstance(np_bitmask, np.ndarray) or np_bitmask.dtype != np.int32 or np_bitmask.ndim != 2 \
-            or np_bitmask.shape[1] != num_words or not np_bitmask.flags.c_contiguous:
-        raise ValueError(f"the bitmask must be a C-contiguous int32 array [rows, {num_words}]")
+            or np_bitmask.shape[1] != num_words or not np_bitmask.flags.c_contiguous or not np_bitmask.flags.writeable:
+        raise ValueError(f"the bitmask must be a writable C-contiguous int32 array [rows, {num_words}]")
     if not 0 <= index < len(np_bitmask):
         raise IndexError(f"row {index} outside the bitmask's {len(np_bitmask)} rows")
     return np_bitmask
@@ -114,10 +114,11 @@ class Lexer:
 
     def clear(self, np_bitmask: np.ndarray, index: int) -> bool:
         """This state's clear of row ``index`` (True when it clears something)."""
+        rows = _rows(np_bitmask, self._num_words, index)
         c = self._bound.clears[self._state]
         if c is None:
             return False
-        c.apply(_rows(np_bitmask, self._num_words, index), index)
+        c.apply(rows, index)
         return True
 
     def breaks(self, token_id: int) -> bool:

@@ -173,6 +173,8 @@ def test_misuse_raises_the_same_in_both_and_moves_nothing(qwen_vocab):
     try:
         compiled = _compiled(comp, 2)
         words = (qwen_vocab.logits_width + 31) // 32
+        read_only = np.zeros((2, words), dtype=np.int32)
+        read_only.flags.writeable = False
         for lx, _ in _pair(compiled):
             assert lx.accept(qwen_vocab.encode("{")[0])
             with pytest.raises(ValueError, match="cannot roll back 2 tokens: 1 accepted"):
@@ -184,8 +186,10 @@ def test_misuse_raises_the_same_in_both_and_moves_nothing(qwen_vocab):
             assert lx.accept(qwen_vocab.logits_width + 5) is False  # no such token: the grammar refuses it
             assert lx.accept(-1) is False
             for bad in (np.zeros((2, words), dtype=np.int64), np.zeros((2, words + 1), dtype=np.int32),
-                        np.zeros(words, dtype=np.int32)):
-                with pytest.raises(ValueError, match="C-contiguous int32"):
+                        np.zeros(words, dtype=np.int32), np.zeros((2, words), dtype=np.float32),
+                        np.zeros((2, 2 * words), dtype=np.int32)[:, ::2], np.zeros((2, words), dtype=np.uint32),
+                        read_only):
+                with pytest.raises(ValueError, match="writable C-contiguous int32"):
                     lx.clear(bad, 0)
             for row in (2, -1):
                 with pytest.raises(IndexError):
