@@ -1,7 +1,9 @@
-"""Builds the CPU bitmask kernel as an extension at install time (everything else is in pyproject.toml).
+"""Builds the C extensions at install time (everything else is in pyproject.toml): the CPU bitmask
+kernel and the JSON whitespace bound's lexer (``structured_output/jsonws.c``).
 
-The extension is optional: without a working compiler the install still succeeds, and the kernel is
-built at first use instead (or, failing that, the torch path is used with one warning).
+Both are optional: without a working compiler the install still succeeds; the kernel is then built at
+first use instead (or, failing that, the torch path is used with one warning), and the whitespace bound
+runs its pure-Python reference (``structured_output/jsonws_ref.py``) with one warning.
 """
 
 import runpy
@@ -20,6 +22,13 @@ setup(
             extra_compile_args=build["CFLAGS"],
             extra_link_args=build["LINK_FLAGS"],
             optional=True,
-        )
+        ),
+        Extension(
+            "thinkgate.structured_output._jsonws",
+            sources=["structured_output/jsonws.c"],
+            extra_compile_args=build["CFLAGS"],
+            extra_link_args=build["LINK_FLAGS"],
+            optional=True,
+        ),
     ]
 )

@@ -13,6 +13,7 @@ from typing import Literal
 
 import xgrammar as xgr
 
+from . import jsonws
 from .buffer import BitmaskBuffer
 from .whitespace import BoundedMatcher
 
@@ -95,16 +96,14 @@ class RowFiller:
             i = n0
             npmask = sb.bitmask_np
             for m in matchers:
-                if isinstance(m, BoundedMatcher):  # its whitespace bound, on the buffer's numpy view
+                if isinstance(m, BoundedMatcher):  # grammar fill + whitespace clear, one call
                     m.fill_next_token_bitmask(bitmask, i, npmask)
                 else:
                     m.fill_next_token_bitmask(bitmask, i)
                 i += 1
-        empty = sb.row_is_empty
-        for i in range(n0, n0 + len(matchers)):
-            if empty(i):  # rare: keep the rows that allow something, in place order
-                self._keep_live(sb, n0, rows, rids, row_logits, row_rids, dead)
-                return
+        if sb.any_empty(n0, n0 + len(matchers)):  # rare: keep the rows that allow something, in place order
+            self._keep_live(sb, n0, rows, rids, row_logits, row_rids, dead)
+            return
         row_logits.extend(rows)
         row_rids.extend(rids)
 
@@ -181,13 +180,11 @@ class RowFiller:
                 _whitespace_rows(sb, matchers, n0)
                 rows = [w.logits_base + w.next_row for w in live]
                 rids = [w.request_id for w in live]
-                for i in range(n0, n0 + len(live)):
-                    if empty(i):
-                        nd0 = len(dead)
-                        self._keep_live(sb, n0, rows, rids, row_logits, row_rids, dead)
-                        gone = set(dead[nd0:])
-                        ended = [w for w in live if w.request_id in gone]
-                        break
+                if sb.any_empty(n0, n0 + len(live)):
+                    nd0 = len(dead)
+                    self._keep_live(sb, n0, rows, rids, row_logits, row_rids, dead)
+                    gone = set(dead[nd0:])
+                    ended = [w for w in live if w.request_id in gone]
                 else:
                     row_logits.extend(rows)
                     row_rids.extend(rids)
@@ -262,11 +259,9 @@ class RowFiller:
                     nd = len(drafts)
                     while True:
                         i = len(row_logits)
-                        needs = fill(bitmask, i) if npmask is None else fill(bitmask, i, npmask)
-                        if needs or not may_allow_all:
-                            if empty(i):  # a dead end: no row, and no rows after it
-                                dead.append(rid)
-                                break
+                        kept = fill(bitmask, i) if npmask is None else fill(bitmask, i, npmask)
+                        kept = kept or not may_allow_all
+                        if kept:
                             row_logits.append(base + j)
                             row_rids.append(rid)
                         if j == nd:
@@ -278,6 +273,12 @@ class RowFiller:
                         if t in stops:
                             break
                         j += 1
+                    # every row but the last allowed the draft accepted after it (a mask allows exactly
+                    # what its matcher accepts), so only the last can be a dead end: no row for it
+                    if kept and empty(len(row_logits) - 1):
+                        row_logits.pop()
+                        row_rids.pop()
+                        dead.append(rid)
             finally:
                 if accepted:
                     m.rollback(accepted)
@@ -285,15 +286,9 @@ class RowFiller:
 
 def _whitespace_rows(sb: BitmaskBuffer, matchers: list[xgr.GrammarMatcher], n0: int) -> None:
     """After xgrammar's batch fill of ``matchers`` into places ``n0 ..`` (which bypasses
-    :meth:`BoundedMatcher.fill_next_token_bitmask`): narrow the rows of bounded matchers."""
-    npmask = sb.bitmask_np
-    i = n0
-    for m in matchers:
-        if isinstance(m, BoundedMatcher):
-            c = m.ws_clear
-            if c is not None:
-                c.apply(npmask, i)
-        i += 1
+    :meth:`BoundedMatcher.fill_next_token_bitmask`): narrow the rows of bounded matchers, in one call."""
+    lexers = [m.ws_lexer if isinstance(m, BoundedMatcher) else None for m in matchers]
+    jsonws.clear_rows(sb.bitmask_np, lexers, n0)
 
 
 def auto_fill_threads() -> int:

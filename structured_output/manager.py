@@ -59,15 +59,28 @@ def _one_thread(method: Any) -> Any:
     """Guard a public method against a second thread: the manager records the thread inside one of
     its public methods, and another thread calling one meanwhile gets a ``RuntimeError`` naming both
     (a thread-id compare and two attribute writes per call; no lock). A nested call from the same
-    thread is allowed. The per-request methods the scheduler calls every step (``accept_tokens``,
-    ``is_ready``, ``status``: ``(request_id)`` or ``(request_id, token_ids)``) get a wrapper with those
-    parameters, which passes them on without packing ``*args`` / ``**kwargs`` (a tenth of a call)."""
+    thread is allowed. The methods the scheduler calls every step (``grammar_bitmask``,
+    ``accept_tokens``, ``is_ready``, ``status``: one or two positional parameters) get a wrapper with
+    those parameters, which passes them on without packing ``*args`` / ``**kwargs`` (a tenth of a call)."""
     name = method.__name__
     code = method.__code__
     params = code.co_varnames[:code.co_argcount]
     plain = not (code.co_flags & (inspect.CO_VARARGS | inspect.CO_VARKEYWORDS)) and not code.co_kwonlyargcount \
         and not method.__defaults__
 
+    if plain and params == ("self", "schedule"):
+        def guarded_schedule(self: StructuredOutputManager, schedule: Any) -> Any:
+            tid = _get_ident()
+            prev = self._driver
+            if prev is not None and prev != tid:
+                self._concurrent_call(prev, tid, name)
+            self._driver = tid
+            try:
+                return method(self, schedule)
+            finally:
+                self._driver = prev
+
+        return functools.wraps(method)(guarded_schedule)
     if plain and params == ("self", "request_id"):
         def guarded1(self: StructuredOutputManager, request_id: Any) -> Any:
             tid = _get_ident()
@@ -132,7 +145,9 @@ class BitmaskBatch:
     mask row applies to. Both are valid until the next ``grammar_bitmask`` call (with
     ``num_buffers=2``, the one after): copy them (e.g. to the GPU) before it, and treat them as read-only (the manager leaves a precomputed row in place
     from one step to the next when it is still the right one). Rows come in no particular order;
-    every logits row appears at most once.
+    every logits row appears at most once. A step whose rows go to the same logits rows of the same
+    requests as the last batch from the same buffer returns that batch object again (its views hold
+    the new rows).
     """
 
     bitmask: torch.Tensor
@@ -584,7 +599,7 @@ class StructuredOutputManager:
         list the grammar rows to fill (no matcher moves). Returns the arguments of :meth:`_fill_step`,
         in the order of :class:`StepPlan`'s fields (a plain tuple: the synchronous step builds no
         object for it)."""
-        if isinstance(schedule, (str, bytes)) or not isinstance(schedule, Sequence):
+        if type(schedule) is not list and (isinstance(schedule, (str, bytes)) or not isinstance(schedule, Sequence)):
             raise ValueError(f"schedule must be a sequence of request ids or (request_id, draft_token_ids) "
                              f"pairs, got {type(schedule).__name__}")
         if len(schedule) > self.max_num_seqs:
@@ -698,11 +713,18 @@ class StructuredOutputManager:
         n = len(row_logits)
         if n == 0:
             return None
-        sb.indices_np[:n] = row_logits
+        last = sb.last_batch
+        if sb.last_rows == row_logits:  # the indices hold these rows already (a list compare, at C speed)
+            if last is not None and last.num_logits_rows == base and last.request_ids == row_rids:
+                return last  # the same rows of the same requests: the same (immutable) batch object
+        else:
+            sb.indices_np[:n] = row_logits
+            sb.last_rows = row_logits
         views = sb.views.get(n)
         if views is None:  # slicing a tensor costs more than a look-up: keep the views of each row count
             views = sb.views[n] = (sb.bitmask[:n], sb.indices[:n])
-        return BitmaskBatch(views[0], views[1], row_rids, base)
+        batch = sb.last_batch = BitmaskBatch(views[0], views[1], row_rids, base)
+        return batch
 
     @_one_thread
     def accept_tokens(self, request_id: str, token_ids: Sequence[int]) -> AcceptResult:
@@ -723,6 +745,7 @@ class StructuredOutputManager:
             t = token_ids[0]
             if type(t) is not int or not 0 <= t < self.logits_width:
                 token_ids = self._token_list(request_id, token_ids, "token_ids")
+                t = token_ids[0]
         elif n:
             for t in token_ids:
                 if type(t) is not int:
@@ -736,15 +759,28 @@ class StructuredOutputManager:
             if m is None:  # unconstrained
                 req.n_out += n
                 return _OK
-            accept = m.accept_token
+            if n == 1:  # one token (no drafts): the loop below without its bookkeeping
+                if not m.accept_token(t):
+                    return self._rejected(req, m, token_ids, 0)
+                req.n_out += 1
+                req.n_content += 1
+                if t in self._stop_ids:
+                    return self._terminate(req)
+                return _OK
             stops = self._stop_ids
-            i = 0
-            for t in token_ids:
-                if not accept(t):
+            if isinstance(m, BoundedMatcher):  # the same loop, in its lexer (C)
+                i = m.accept_many(token_ids, stops)
+                if i < n:
                     return self._rejected(req, m, token_ids, i)
-                i += 1
-                if t in stops and i < n:  # tokens after a stop: never offer them to a terminated matcher
-                    return self._rejected(req, m, token_ids, i)
+            else:
+                accept = m.accept_token
+                i = 0
+                for t in token_ids:
+                    if not accept(t):
+                        return self._rejected(req, m, token_ids, i)
+                    i += 1
+                    if t in stops and i < n:  # tokens after a stop: never offer them to a terminated matcher
+                        return self._rejected(req, m, token_ids, i)
             req.n_out += n
             req.n_content += n
             # every token was accepted, so only the last can be a stop token (one before it would

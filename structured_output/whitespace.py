@@ -49,6 +49,8 @@ from typing import Any
 import numpy as np
 import xgrammar as xgr
 
+from . import jsonws
+
 __all__ = ["WhitespaceLexicon", "WhitespaceBound", "RowClear", "BoundedMatcher"]
 
 _OUT, _STR, _ESC = 0, 1, 2
@@ -96,7 +98,7 @@ class WhitespaceBound:
     (None when it forbids nothing). State 0 is the start (outside strings, no whitespace yet).
     """
 
-    __slots__ = ("max_whitespace", "width", "num_states", "reject", "step", "clears", "nbytes")
+    __slots__ = ("max_whitespace", "width", "num_states", "reject", "step", "clears", "nbytes", "lexer_tables")
 
     def __init__(self, lexicon: WhitespaceLexicon, max_whitespace: int) -> None:
         B = int(max_whitespace)
@@ -131,6 +133,9 @@ class WhitespaceBound:
         self.clears: tuple[RowClear | None, ...] = tuple(clears)
         self.nbytes = table.nbytes + sum(
             (c.row.nbytes if c.row is not None else c.idx.nbytes + c.keep.nbytes) for c in clears if c is not None)
+        self.lexer_tables = jsonws.tables(self)  # what each request's lexer reads (the C extension's copy)
+        if self.lexer_tables is not self:
+            self.nbytes += self.lexer_tables.nbytes
 
     def run(self, token_ids: Sequence[int], state: int = 0) -> int:
         """The state after ``token_ids`` from ``state`` (``reject`` once a token breaks the bound)."""
@@ -251,62 +256,71 @@ def _lex_all(token_bytes: Sequence[bytes], special_ids: frozenset[int], width: i
 
 class BoundedMatcher(xgr.GrammarMatcher):
     """An xgrammar ``GrammarMatcher`` with a :class:`WhitespaceBound` (see the module docstring). Same
-    contract as ``GrammarMatcher``; ``ws_clear`` is the :class:`RowClear` of the current state (None
-    when the bound forbids nothing there): a caller that fills rows with xgrammar's batch matcher
-    (which bypasses :meth:`fill_next_token_bitmask`) applies it to each row itself."""
+    contract as ``GrammarMatcher``.
+
+    ``ws_lexer`` (``jsonws.py``: the C extension's, or its Python reference) holds the lexer state and
+    history and calls xgrammar's native matcher (``_handle``, as xgrammar's own wrappers and its batch
+    matcher do) itself: a token's lexer step and grammar accept are one call, a row's grammar fill
+    and whitespace clear another. A caller that fills rows with xgrammar's batch matcher (which
+    bypasses :meth:`fill_next_token_bitmask`) applies the clears itself with ``jsonws.clear_rows``.
+    ``accept_token``, ``accept_many`` and ``fill_next_token_bitmask`` are the lexer's own methods
+    (instance attributes over the methods below, same signatures: no Python frame of ours per token or
+    row), except where a subclass overrides them: its override reaches the lexer through ``super()``.
+    ``accept_string`` (xgrammar's, not used by thinkgate) is not bounded and breaks ``rollback``'s
+    count: use ``accept_token``."""
 
     def __init__(self, compiled_grammar: xgr.CompiledGrammar, bound: WhitespaceBound, **kwargs: Any) -> None:
         super().__init__(compiled_grammar, **kwargs)
         self.ws_bound = bound
-        self._ws_state = 0
-        self._ws_history: list[int] = []
-        self.ws_clear: RowClear | None = bound.clears[0]
+        h = self._handle
+        self.ws_lexer = jsonws.new_lexer(bound.lexer_tables, h.accept_token, h.rollback, h.fill_next_token_bitmask)
+        # the lexer's methods stand in for ours where no subclass overrides them (no Python frame)
+        if type(self).accept_token is BoundedMatcher.accept_token:
+            self.accept_token = self.ws_lexer.accept  # type: ignore[method-assign]
+            self.accept_many = self.ws_lexer.accept_many  # type: ignore[method-assign]
+        if type(self).fill_next_token_bitmask is BoundedMatcher.fill_next_token_bitmask:
+            self.fill_next_token_bitmask = self.ws_lexer.fill  # type: ignore[method-assign]
 
     def accept_token(self, token_id: int, *, debug_print: bool = False) -> bool:
-        b = self.ws_bound
-        if not 0 <= token_id < b.width:
-            return super().accept_token(token_id, debug_print=debug_print)
-        state = b.step[self._ws_state * b.width + token_id]
-        if state == b.reject or not super().accept_token(token_id, debug_print=debug_print):
-            return False
-        self._ws_history.append(self._ws_state)
-        self._ws_state = state
-        self.ws_clear = b.clears[state]
-        return True
+        return self.ws_lexer.accept(token_id, debug_print)
+
+    def accept_many(self, token_ids: list[int], stops: frozenset[int]) -> int:
+        """``accept_token`` on each token in turn, up to the first one refused (its index is returned)
+        or through the first stop token (the index after it: the tokens after a stop are never
+        offered); ``len(token_ids)`` when all were accepted (the lexer's own loop, in C, where no
+        subclass overrides ``accept_token``)."""
+        k = 0
+        for t in token_ids:
+            if not self.accept_token(t):
+                return k
+            k += 1
+            if t in stops:
+                return k
+        return k
 
     def rollback(self, num_tokens: int = 1) -> None:
-        super().rollback(num_tokens)
-        if num_tokens > 0:
-            hist = self._ws_history
-            self._ws_state = hist[-num_tokens]
-            del hist[-num_tokens:]
-            self.ws_clear = self.ws_bound.clears[self._ws_state]
+        self.ws_lexer.rollback(num_tokens)
 
     def reset(self) -> None:
         super().reset()
-        self._ws_state = 0
-        self._ws_history.clear()
-        self.ws_clear = self.ws_bound.clears[0]
+        self.ws_lexer.reset()
 
     def fill_next_token_bitmask(self, bitmask: Any, index: int = 0, np_bitmask: np.ndarray | None = None, *,
                                 debug_print: bool = False) -> bool:
         """xgrammar's fill of row ``index``, then the bound's clear of it. ``np_bitmask``: the same
         buffer as a numpy array, when the caller has it (else it is taken from ``bitmask``)."""
-        needs = super().fill_next_token_bitmask(bitmask, index, debug_print=debug_print)
-        c = self.ws_clear
-        if c is not None:
-            if np_bitmask is None:
-                np_bitmask = bitmask.numpy() if hasattr(bitmask, "numpy") else np.asarray(bitmask)
-            c.apply(np_bitmask, index)
-            return True
-        return needs
+        return self.ws_lexer.fill(bitmask, index, np_bitmask, debug_print=debug_print)
 
     def breaks_bound(self, token_id: int) -> bool:
         """True when ``token_id`` would make a gap longer than the bound from here (changes nothing)."""
-        b = self.ws_bound
-        return 0 <= token_id < b.width and b.step[self._ws_state * b.width + token_id] == b.reject
+        return self.ws_lexer.breaks(token_id)
 
     @property
     def ws_state(self) -> int:
         """The lexer state now (see :class:`WhitespaceBound`)."""
-        return self._ws_state
+        return self.ws_lexer.state
+
+    @property
+    def ws_clear(self) -> RowClear | None:
+        """The :class:`RowClear` of the state now (None when the bound forbids nothing there)."""
+        return self.ws_bound.clears[self.ws_lexer.state]

@@ -80,4 +80,5 @@ def test_wheel_holds_one_namespace_and_the_prebuilt_kernel(tmp_path):
                      "thinkgate/kernels/py.typed", "thinkgate/py.typed"):
         assert expected in names, expected
     assert any(n.startswith("thinkgate/kernels/_cpu_bitmask") and n.endswith(".so") for n in names), names
+    assert any(n.startswith("thinkgate/structured_output/_jsonws") and n.endswith(".so") for n in names), names
     assert not any("/bench/" in n or "/tests/" in n for n in names)
