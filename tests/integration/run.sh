@@ -1,7 +1,11 @@
 #!/bin/bash
-# Builds the vLLM 0.34 environment if missing and runs thinkgate's integration tests in it.
+# The one integration command: builds the vLLM 0.34 environment if missing and runs thinkgate's vLLM
+# integration tests in it, then does the same for SGLang 0.5.23 (engine_sglang/run.sh: its own venv,
+# .venv-sglang). Exit status: non-zero if either part failed.
 #
-#   bash tests/integration/run.sh [pytest args]
+#   bash tests/integration/run.sh [pytest args, passed to both]
+#
+#   THINKGATE_ENGINES="vllm sglang"      which engines to run (default both)
 #
 # Environment (all optional):
 #   THINKGATE_VLLM_VENV=/path/to/venv  use an existing venv that holds vLLM 0.34 (e.g. /work/venv-vllm)
@@ -45,4 +49,12 @@ PYTHON="$DIR/bin/python"
 "$PYTHON" -I -c 'import thinkgate, os, sys; sys.exit(os.path.dirname(os.path.dirname(thinkgate.__file__)) != sys.argv[1])' "$ROOT" 2>/dev/null \
   || "$PYTHON" -m pip install -q --no-deps --no-build-isolation -e .
 "$PYTHON" -I -c 'import vllm, xgrammar, torch, thinkgate.reasoning as thinkgate; from importlib.metadata import version as v; print("vllm", vllm.__version__, "xgrammar", v("xgrammar"), "torch", torch.__version__, "thinkgate from", thinkgate.__file__)'
-exec "$PYTHON" -m pytest -q tests/integration "$@"
+ENGINES="${THINKGATE_ENGINES:-vllm sglang}"
+rc=0
+if [[ " $ENGINES " == *" vllm "* ]]; then
+  "$PYTHON" -m pytest -q tests/integration --ignore=tests/integration/engine_sglang "$@" || rc=$?
+fi
+if [[ " $ENGINES " == *" sglang "* ]]; then
+  bash "$ROOT/tests/integration/engine_sglang/run.sh" "$@" || rc=$(( rc ? rc : $? ))
+fi
+exit "$rc"
