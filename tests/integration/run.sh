@@ -21,6 +21,11 @@
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 cd "$ROOT"
+ENGINES="${THINKGATE_ENGINES:-vllm sglang}"
+if [[ " $ENGINES " != *" vllm "* ]]; then
+  [[ " $ENGINES " == *" sglang "* ]] || { echo "THINKGATE_ENGINES=$ENGINES names neither vllm nor sglang" >&2; exit 2; }
+  exec bash "$ROOT/tests/integration/engine_sglang/run.sh" "$@"
+fi
 DIR="${THINKGATE_VLLM_DIR:-.venv-vllm}"
 BASE="${THINKGATE_VLLM_VENV:-}"
 SCRIPT="${THINKGATE_VLLM_ENV_SCRIPT:-$ROOT/../shared/envs/vllm-0.34.sh}"
@@ -49,7 +54,6 @@ PYTHON="$DIR/bin/python"
 "$PYTHON" -I -c 'import thinkgate, os, sys; sys.exit(os.path.dirname(os.path.dirname(thinkgate.__file__)) != sys.argv[1])' "$ROOT" 2>/dev/null \
   || "$PYTHON" -m pip install -q --no-deps --no-build-isolation -e .
 "$PYTHON" -I -c 'import vllm, xgrammar, torch, thinkgate.reasoning as thinkgate; from importlib.metadata import version as v; print("vllm", vllm.__version__, "xgrammar", v("xgrammar"), "torch", torch.__version__, "thinkgate from", thinkgate.__file__)'
-ENGINES="${THINKGATE_ENGINES:-vllm sglang}"
 rc=0
 if [[ " $ENGINES " == *" vllm "* ]]; then
   "$PYTHON" -m pytest -q tests/integration --ignore=tests/integration/engine_sglang "$@" || rc=$?
