@@ -431,3 +431,26 @@ def json_thinking(vocab_name: str) -> tuple[str, str]:
     """(the prompt, the thinking the output starts with) for a ``JSON_PAIRINGS`` vocabulary."""
     fam = FAMILIES["hermes" if vocab_name == "qwen3_6" else "deepseek_v4"]
     return fam.prompt, fam.thinking
+
+
+def request_for(renderer: str, reasoning: str | None, **kw: Any) -> Any:
+    """A request view of :func:`parser_for`'s Parser with the family's prompt and kwargs (tools: the corpus)."""
+    fam = FAMILIES[RENDERERS[renderer].format]
+    p = parser_for(renderer, reasoning)
+    kw.setdefault("tools", TOOLS)
+    return p.request(prompt_token_ids=p.vocabulary.encode(fam.prompt), chat_template_kwargs=fam.kwargs or None, **kw)
+
+
+def stream_chunks(req: Any, ids: Sequence[int], cuts: Sequence[int], give_text: bool,
+                  finish_reason: str = "stop") -> tuple[list[dict[str, Any] | None], Any]:
+    """Feed ``ids`` cut at ``cuts`` to a request view (with the detokenizer's text when ``give_text``):
+    (the deltas, the last one the finish's delta; the finish's ``StreamEnd``)."""
+    detok = detokenizer(req.vocabulary)
+    bounds = [0, *sorted({c for c in cuts if 0 < c < len(ids)}), len(ids)]
+    deltas = []
+    for a, b in zip(bounds, bounds[1:]):
+        ch = list(ids[a:b])
+        deltas.append(req.parse_delta(ch, detok(ch) if give_text else None))
+    end = req.finish(finish_reason)
+    deltas.append(end.delta)
+    return deltas, end

@@ -30,8 +30,8 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
-from support import (EXAMPLES, FAMILIES, JSON_PAIRINGS, JSON_STYLES, PAIRINGS, TOOLS, detokenizer, json_calls_document,
-                     json_thinking, parser_for, vocab)
+from support import (EXAMPLES, FAMILIES, JSON_PAIRINGS, JSON_STYLES, PAIRINGS, TOOLS, json_calls_document, json_thinking,
+                     parser_for, request_for, stream_chunks, vocab)
 from template_render import RENDERERS, render
 
 from thinkgate.structured_output import Parser
@@ -44,11 +44,8 @@ STREAMS_ARGUMENTS = set(RENDERERS)
 
 
 def constrained_request(renderer: str, reasoning: str | None, **kw: Any) -> RequestParser:
-    fam = FAMILIES[RENDERERS[renderer].format]
-    p = parser_for(renderer, reasoning)
-    kw.setdefault("tools", TOOLS)
     kw.setdefault("tool_choice", "required")
-    return p.request(prompt_token_ids=p.vocabulary.encode(fam.prompt), chat_template_kwargs=fam.kwargs or None, **kw)
+    return request_for(renderer, reasoning, **kw)
 
 
 @dataclass
@@ -89,14 +86,7 @@ def collect_calls(deltas: Sequence[dict[str, Any] | None]) -> list[StreamedCall]
 def stream(req: RequestParser, ids: Sequence[int], cuts: Sequence[int], give_text: bool,
            finish_reason: str = "stop") -> tuple[list[dict[str, Any] | None], str, str]:
     """(the deltas, the first for ids[:bounds[1]] ..., the last the finish's; content; finish_reason)."""
-    detok = detokenizer(req.vocabulary)
-    bounds = [0, *sorted({c for c in cuts if 0 < c < len(ids)}), len(ids)]
-    deltas = []
-    for a, b in zip(bounds, bounds[1:]):
-        ch = list(ids[a:b])
-        deltas.append(req.parse_delta(ch, detok(ch) if give_text else None))
-    end = req.finish(finish_reason)
-    deltas.append(end.delta)
+    deltas, end = stream_chunks(req, ids, cuts, give_text, finish_reason)
     content = "".join((d or {}).get("content", "") for d in deltas)
     return deltas, content, end.finish_reason
 

@@ -19,32 +19,17 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from support import EXAMPLES, FAMILIES, PAIRINGS, TOOLS, detokenizer, parser_for, vocab
+from support import EXAMPLES, FAMILIES, PAIRINGS, TOOLS, parser_for, request_for, stream_chunks, vocab
 from template_render import RENDERERS, render
 
 from thinkgate.structured_output import Parser, ParseResult
 from thinkgate.structured_output.parse_request import RequestParser
 
-def request_for(renderer: str, reasoning: str | None, **kw: Any) -> RequestParser:
-    fam = FAMILIES[RENDERERS[renderer].format]
-    p = parser_for(renderer, reasoning)
-    kw.setdefault("tools", TOOLS)
-    return p.request(prompt_token_ids=p.vocabulary.encode(fam.prompt), chat_template_kwargs=fam.kwargs or None, **kw)
-
-
 def streamed(req: RequestParser, ids: Sequence[int], cuts: Sequence[int], give_text: bool,
              finish_reason: str = "stop") -> tuple[str, str, list[dict[str, Any]], str, dict[str, Any],
                                                    list[dict[str, Any] | None]]:
     """Stream ``ids`` cut at ``cuts``: (reasoning, content, tool-call deltas, finish_reason, usage, deltas)."""
-    v = req.vocabulary
-    detok = detokenizer(v)
-    bounds = [0, *sorted({c for c in cuts if 0 < c < len(ids)}), len(ids)]
-    deltas = []
-    for a, b in zip(bounds, bounds[1:]):
-        ch = list(ids[a:b])
-        deltas.append(req.parse_delta(ch, detok(ch) if give_text else None))
-    end = req.finish(finish_reason)
-    deltas.append(end.delta)
+    deltas, end = stream_chunks(req, ids, cuts, give_text, finish_reason)
     reasoning = "".join(d.get("reasoning", "") for d in deltas if d)
     content = "".join(d.get("content", "") for d in deltas if d)
     calls = [c for d in deltas if d for c in d.get("tool_calls", [])]

@@ -16,11 +16,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from support import EXAMPLES, FAMILIES, TOOLS, vocab
+from support import EXAMPLES, FAMILIES, request_for, stream_chunks, vocab
 from template_render import RENDERERS, render
 from vocab_tokenizer import VocabTokenizer
-
-from thinkgate.structured_output import Parser
 
 
 @dataclass(frozen=True)
@@ -126,13 +124,7 @@ def cases(renderer: str, n: int, seed: int, first: str | None = None) -> list[tu
 
 
 def ours(renderer: str, ids: list[int], tool_choice: Any) -> Message:
-    fmt = RENDERERS[renderer].format
-    fam = FAMILIES[fmt]
-    v = vocab(fam.vocab)
-    req = Parser(v, fam.parser, fmt).request(tools=TOOLS, tool_choice=tool_choice,
-                                             prompt_token_ids=v.encode(fam.prompt),
-                                             chat_template_kwargs=fam.kwargs or None)
-    r = req.parse(ids)
+    r = request_for(renderer, FAMILIES[RENDERERS[renderer].format].parser, tool_choice=tool_choice).parse(ids)
     return Message(norm(r.reasoning), norm(r.content), tuple((c.name, c.arguments) for c in r.tool_calls))
 
 
@@ -141,15 +133,8 @@ def ours_streamed(renderer: str, ids: Sequence[int], tool_choice: Any, cuts: Seq
     :func:`streamed` merges vLLM's. A constrained request (required / named) streams a call from its
     name on, so on an output its grammar would not have let through (cut, damaged) the stream keeps a
     call that the whole parse reads as content: vLLM's stream is compared with this, not with ``ours``."""
-    fmt = RENDERERS[renderer].format
-    fam = FAMILIES[fmt]
-    v = vocab(fam.vocab)
-    req = Parser(v, fam.parser, fmt).request(tools=TOOLS, tool_choice=tool_choice,
-                                             prompt_token_ids=v.encode(fam.prompt),
-                                             chat_template_kwargs=fam.kwargs or None)
-    bounds = [0, *sorted({c for c in cuts if 0 < c < len(ids)}), len(ids)]
-    deltas = [req.parse_delta(list(ids[a:b])) for a, b in zip(bounds, bounds[1:])]
-    deltas.append(req.finish("stop").delta)
+    req = request_for(renderer, FAMILIES[RENDERERS[renderer].format].parser, tool_choice=tool_choice)
+    deltas, _ = stream_chunks(req, ids, cuts, give_text=False)
     reasoning, content = [], []
     calls: dict[int, list[str]] = {}
     for d in deltas:
