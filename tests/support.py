@@ -454,3 +454,26 @@ def stream_chunks(req: Any, ids: Sequence[int], cuts: Sequence[int], give_text: 
     end = req.finish(finish_reason)
     deltas.append(end.delta)
     return deltas, end
+
+
+# the batch of thinking requests with JSON schemas that the engine integration tests step (vLLM in
+# tests/integration/test_vllm_structured_output.py, SGLang in engine_sglang/test_sglang_structured_output.py)
+BATCH_SCHEMA = {"type": "object", "properties": {"city": {"type": "string"}, "temp": {"type": "integer"}},
+                "required": ["city", "temp"], "additionalProperties": False}
+BATCH_SCHEMA2 = {"type": "object",
+                 "properties": {"ok": {"type": "boolean"}, "n": {"type": "array", "items": {"type": "integer"}, "maxItems": 3}},
+                 "required": ["ok", "n"], "additionalProperties": False}
+BATCH_THINK = [
+    'The user wants {"city"? maybe "temp": [-3]!! and }}} then',
+    "Short.",
+    'Plan: {"ok": maybe} ... n = [1, 2, 3, 4]',
+    "hmm " * 12,
+]
+BATCH_ANSWERS = [
+    (BATCH_SCHEMA, '{"city": "Paris", "temp": 18}'),
+    (BATCH_SCHEMA, '{"city": "Oslo", "temp": "cold"}'),       # a string where an integer goes: masked
+    (BATCH_SCHEMA2, '{"ok": true, "n": [1, 2]}'),
+    (BATCH_SCHEMA2, '{"ok": "yes", "n": [1, 2, 3, 4, 5]}'),   # wrong type, too many items: masked
+    (BATCH_SCHEMA, '{"city":' + " " * 40 + '"Rome", "temp": 20}'),  # valid, but past thinkgate's whitespace bound
+]
+BATCH_MAX_WS = 16  # thinkgate's default bound on a whitespace gap

@@ -26,30 +26,16 @@ import numpy as np
 import pytest
 import torch
 from sglang_driver import Model, accept, allowed, chain_rows, create_grammar, fill_batch
+from support import BATCH_ANSWERS as ANSWERS
+from support import BATCH_MAX_WS as MAX_WS
+from support import BATCH_SCHEMA as SCHEMA
+from support import BATCH_SCHEMA2 as SCHEMA2
+from support import BATCH_THINK as THINK
 
 from thinkgate.reasoning import get_reasoning_parser, load_vocabulary
 from thinkgate.structured_output import Constraint, StructuredOutputManager
 from thinkgate.structured_output.sglang_backend import thinkgate_family
 
-SCHEMA = {"type": "object", "properties": {"city": {"type": "string"}, "temp": {"type": "integer"}},
-          "required": ["city", "temp"], "additionalProperties": False}
-SCHEMA2 = {"type": "object", "properties": {"ok": {"type": "boolean"}, "n": {"type": "array", "items": {"type": "integer"},
-                                                                               "maxItems": 3}},
-           "required": ["ok", "n"], "additionalProperties": False}
-THINK = [
-    'The user wants {"city"? maybe "temp": [-3]!! and }}} then',
-    "Short.",
-    'Plan: {"ok": maybe} ... n = [1, 2, 3, 4]',
-    "hmm " * 12,
-]
-ANSWERS = [
-    (SCHEMA, '{"city": "Paris", "temp": 18}'),
-    (SCHEMA, '{"city": "Oslo", "temp": "cold"}'),       # a string where an integer goes: masked
-    (SCHEMA2, '{"ok": true, "n": [1, 2]}'),
-    (SCHEMA2, '{"ok": "yes", "n": [1, 2, 3, 4, 5]}'),   # wrong type, too many items: masked
-    (SCHEMA, '{"city":' + " " * 40 + '"Rome", "temp": 20}'),  # valid, but past thinkgate's whitespace bound
-]
-MAX_WS = 16
 
 # case -> (vocabulary, --reasoning-parser name, prompt, end marker text, start text, require_reasoning)
 CASES = {
