@@ -34,7 +34,7 @@ import re
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, ClassVar
 
 from thinkgate.reasoning.vocabulary import Vocabulary
 
@@ -68,6 +68,9 @@ class ToolFormat(ABC):
     description: str
     markers: tuple[str, ...]
     supports_builtin_tools: bool = False
+    constraint_kind: ClassVar[str] = "structural tag"
+    """How a constrained request is written for the grammar: ``"structural tag"`` (the model's own call
+    syntax) or ``"JSON schema"`` (the calls as a JSON document, where the family has no syntax of its own)."""
     covers_reasoning: bool = False
     """The constraint spells the whole output, the thinking included (the manager then applies it
     from the first token)."""

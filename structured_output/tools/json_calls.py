@@ -6,7 +6,7 @@ from __future__ import annotations
 import functools
 import json
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 from thinkgate.reasoning.vocabulary import Vocabulary
 
@@ -57,6 +57,7 @@ class JsonCallsFormat(ToolFormat):
     constraint; vLLM's way for required / named). Auto and none build no constraint (a JSON schema
     cannot also allow free text)."""
 
+    constraint_kind: ClassVar[str] = "JSON schema"
     name: str = "json"
     aliases: tuple[str, ...] = ("openai_json",)
     description: str = "a JSON array of {name, parameters} (a JSON schema constraint)"
