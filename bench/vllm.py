@@ -1,10 +1,10 @@
 """``python -m bench vllm``: thinkgate's manager beside vLLM 0.34's own, per step, on the same requests.
 
 Each manager runs in its own process (``bench/vllm_worker.py``): thinkgate's in this Python, vLLM's
-in a Python that has vLLM 0.34 (``--vllm-python``, default ``$THINKGATE_VLLM_PYTHON``, else
-``/work/venv-vllm/bin/python``). This process writes the scripts, sends both workers the same token
-ids, runs the steps in rounds that alternate which engine goes first, and compares. No model: the
-tokens are scripted.
+in a Python that has vLLM 0.34 (``--vllm-python``, default ``$THINKGATE_VLLM_PYTHON``, else the
+repository's ``.venv-vllm/bin/python``, where ``tests/integration/run.sh`` builds it). This process
+writes the scripts, sends both workers the same token ids, runs the steps in rounds that alternate
+which engine goes first, and compares. No model: the tokens are scripted.
 
 Workload (DeepSeek V4 vocabulary, ``deepseek_r1`` parser in both engines): every request's prompt is
 the DeepSeek-R1 template up to ``<｜Assistant｜><think>\\n``; its output thinks 25-33 tokens (29 on
@@ -55,10 +55,11 @@ from bench.harness import int_list, non_negative_int_list
 DESCRIPTION = "thinkgate's manager vs vLLM 0.34's StructuredOutputManager, same requests, each in its own process"
 
 REPO = Path(__file__).resolve().parents[1]
-DEFAULT_VLLM_PYTHON = "/work/venv-vllm/bin/python"
-BUILD_ENV = ("bash ../shared/envs/vllm-0.34.sh /work/venv-vllm   "
+DEFAULT_VLLM_PYTHON = str(REPO / ".venv-vllm" / "bin" / "python")
+"""Where ``tests/integration/run.sh`` builds (or overlays) the vLLM environment: the same place for both."""
+BUILD_ENV = ("bash tests/integration/env_vllm.sh .venv-vllm   "
              "# a CPU venv: torch 2.13.0, vllm==0.34.0 (--no-deps) and its deps, xgrammar 0.2.8\n"
-             "/work/venv-vllm/bin/pip install --no-deps -e .   # optional: the vLLM side imports no thinkgate")
+             ".venv-vllm/bin/pip install --no-deps -e .   # optional: the vLLM side imports no thinkgate")
 """The commands that build the vLLM environment, from the repository root (printed when it is absent)."""
 
 COLUMNS = ["batch", "drafts", "steps", "con_steps", "tg_fill_all_us", "vllm_fill_all_us", "fill_all_x",

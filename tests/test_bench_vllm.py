@@ -1,5 +1,5 @@
 """``python -m bench vllm``: its arguments and its answer without vLLM always; a tiny run beside vLLM
-0.34 when that environment exists (``$THINKGATE_VLLM_PYTHON``, else ``/work/venv-vllm/bin/python``)."""
+0.34 when that environment exists (``$THINKGATE_VLLM_PYTHON``, else the repository's ``.venv-vllm/bin/python``)."""
 
 from __future__ import annotations
 
@@ -31,7 +31,7 @@ def test_bench_vllm_arguments_parse_and_bad_values_are_usage_errors(capsys):
     capsys.readouterr()
 
 
-def test_bench_vllm_python_default_is_the_env_variable_then_the_shared_venv(monkeypatch):
+def test_bench_vllm_python_default_is_the_env_variable_then_the_repositorys_venv(monkeypatch):
     monkeypatch.delenv("THINKGATE_VLLM_PYTHON", raising=False)
     assert bench_vllm.vllm_python(None) == bench_vllm.DEFAULT_VLLM_PYTHON
     monkeypatch.setenv("THINKGATE_VLLM_PYTHON", "/env/python")
@@ -49,8 +49,10 @@ def test_bench_vllm_without_vllm_says_so_and_exits_2_with_the_build_command(tmp_
     assert rc == 2
     err = capsys.readouterr().err
     assert f"no vLLM at {python}" in err
-    assert "vllm-0.34.sh" in err and "pip install" in err
+    assert "bash tests/integration/env_vllm.sh .venv-vllm" in err and "pip install" in err
     assert not (tmp_path / "v.jsonl").exists()
+    # the recipe it names is in the repository (a fresh clone can build the environment)
+    assert (bench_vllm.REPO / "tests" / "integration" / "env_vllm.sh").is_file()
 
 
 @pytest.mark.slow

@@ -14,7 +14,7 @@
 #                                      pytest and build tools, so that venv's pins and its own
 #                                      thinkgate install stay as they are
 #   THINKGATE_VLLM_ENV_SCRIPT=...      the script that builds a vLLM venv
-#                                      (default ../shared/envs/vllm-0.34.sh beside the repository)
+#                                      (default tests/integration/env_vllm.sh)
 #   THINKGATE_VLLM_DIR=.venv-vllm      where the venv (or the overlay) goes (ignored by git)
 # Without THINKGATE_VLLM_VENV the script builds $THINKGATE_VLLM_DIR with the env script (CPU torch,
 # the vLLM 0.34 wheel, its pins), once; thinkgate goes into it with --no-deps, so no pin moves.
@@ -28,7 +28,7 @@ if [[ " $ENGINES " != *" vllm "* ]]; then
 fi
 DIR="${THINKGATE_VLLM_DIR:-.venv-vllm}"
 BASE="${THINKGATE_VLLM_VENV:-}"
-SCRIPT="${THINKGATE_VLLM_ENV_SCRIPT:-$ROOT/../shared/envs/vllm-0.34.sh}"
+SCRIPT="${THINKGATE_VLLM_ENV_SCRIPT:-$ROOT/tests/integration/env_vllm.sh}"
 
 if [ -n "$BASE" ]; then
   [ -x "$BASE/bin/python" ] || { echo "THINKGATE_VLLM_VENV=$BASE has no bin/python" >&2; exit 2; }
