@@ -82,3 +82,20 @@ def test_wheel_holds_one_namespace_and_the_prebuilt_kernel(tmp_path):
     assert any(n.startswith("thinkgate/kernels/_cpu_bitmask") and n.endswith(".so") for n in names), names
     assert any(n.startswith("thinkgate/structured_output/_jsonws") and n.endswith(".so") for n in names), names
     assert not any("/bench/" in n or "/tests/" in n for n in names)
+
+
+def test_running_from_the_root_does_not_shadow_engine_packages():
+    """``python -m bench`` and the tests run from the repository root, whose ``kernels/`` folder would hide
+    Hugging Face's ``kernels`` (transformers imports it): once ``bench`` is imported the root is off
+    ``sys.path``. Checked in a fresh interpreter started in the root, as ``python -m bench`` starts."""
+    root = Path(__file__).resolve().parents[1]
+    code = ("import sys, importlib.util as u\n"
+            "before = u.find_spec('kernels')\n"
+            "import bench\n"
+            "after = u.find_spec('kernels')\n"
+            "print(before is not None and before.origin, '|', after is not None and after.origin)\n")
+    out = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    before, after = (s.strip() for s in out.stdout.split("|"))
+    assert before == str(root / "kernels" / "__init__.py")  # the hazard is real from the root
+    assert after != before and str(root) not in after
