@@ -4,23 +4,27 @@
 #
 #   bash tests/integration/engine_sglang/env.sh [VENV_DIR]      (default: .venv-sglang)
 #
-# The venv sees the system site-packages (torch 2.13 CPU, xgrammar, transformers, numpy, pytest and
-# the offline vocabularies come from there: nothing of SGLang's own pins, torch==2.14.1 and
-# xgrammar==0.2.7 among them, is installed). SGLang's wheel goes in with --no-deps, then only the
-# small pure-Python packages that its grammar-backend modules (sglang.srt.constrained.*,
+# The venv is self-contained (no system site-packages), so it builds the same on a fresh machine: torch
+# first at the CPU build (nothing may pull a CUDA build), the build tools (setuptools >= 68 and wheel,
+# for the editable install without build isolation), then thinkgate with its test extras (xgrammar,
+# transformers, triton, numpy, the offline vocabularies, pytest), then SGLang's wheel with --no-deps and
+# only the packages its grammar-backend modules (sglang.srt.constrained.*,
 # sglang.srt.sampling.sampling_batch_info, sglang.srt.plugins, sglang.srt.arg_groups.choices) import,
-# each --no-deps at the version SGLang pins where it pins one. thinkgate goes in last, --no-deps, so
-# no pin moves. What does not import this way (sglang.srt.speculative.spec_utils needs torchvision,
-# the model runner needs sgl-kernel) is not used by the tests.
+# at the version SGLang pins where it pins one. None of SGLang's own pins (torch==2.14.1,
+# xgrammar==0.2.7, sgl-kernel, flashinfer) is installed. What does not import this way
+# (sglang.srt.speculative.spec_utils needs torchvision, the model runner needs sgl-kernel) is not used
+# by the tests.
 set -euo pipefail
 V=${1:-.venv-sglang}
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../../.." && pwd)"
-python3 -m venv --system-site-packages "$V"
+python3 -m venv "$V"
 PIP="$V/bin/pip"
+"$PIP" install -q torch==2.13.0
+"$PIP" install -q "setuptools>=68" wheel
+"$PIP" install -q --no-build-isolation -e "$ROOT[test]"
 "$PIP" install -q --no-deps sglang==0.5.23
-"$PIP" install -q --no-deps psutil pybase64 starlette msgspec pyzmq dill partial_json_parser distro httpx \
-  aiohttp multidict yarl propcache aiohappyeyeballs aiosignal frozenlist "openai==2.8.0"
-"$PIP" install -q --no-deps --no-build-isolation -e "$ROOT"
+"$PIP" install -q psutil pybase64 starlette msgspec pyzmq dill partial_json_parser distro httpx \
+  aiohttp orjson IPython traitlets "openai==2.8.0"
 # checked from outside the repository: its top-level kernels/ folder would shadow the HF "kernels" package
 PY="$(cd "$V" && pwd)/bin/python"
 (cd / && "$PY" -c '

@@ -12,8 +12,8 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../../.." && pwd)"
 cd "$ROOT"
 DIR="${THINKGATE_SGLANG_DIR:-.venv-sglang}"
 [ -x "$DIR/bin/python" ] || bash "$ROOT/tests/integration/engine_sglang/env.sh" "$DIR"
-PYTHON="$DIR/bin/python"
-(cd / && "$ROOT/$DIR/bin/python" -c 'import sglang.srt.constrained.base_grammar_backend' 2>/dev/null) \
+PYTHON="$(cd "$DIR" && pwd)/bin/python"
+(cd / && "$PYTHON" -c 'import sglang.srt.constrained.base_grammar_backend' 2>/dev/null) \
   || { echo "$DIR cannot import sglang's grammar backend modules" >&2; exit 2; }
 "$PYTHON" -I -c 'import thinkgate, os, sys; sys.exit(os.path.dirname(os.path.dirname(thinkgate.__file__)) != sys.argv[1])' "$ROOT" 2>/dev/null \
   || "$PYTHON" -m pip install -q --no-deps --no-build-isolation -e .
