@@ -17,51 +17,43 @@ def test_readme_scheduler_loop():
 
     vocab = load_vocabulary("qwen3_6")
     mgr = StructuredOutputManager(vocab, "qwen3", max_num_seqs=2)
-    schema = {"type": "object", "properties": {"city": {"type": "string"}, "temp": {"type": "integer"}},
-              "required": ["city", "temp"]}
+    schema = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
     prompt = vocab.encode("<|im_start|>user\nWeather?<|im_end|>\n<|im_start|>assistant\n<think>\n")
-    # what the stand-in model would like to write (its thinking breaks the schema; the grammar waits)
-    wants = {
-        "a": vocab.encode('Paris is mild {"city"?}</think>{"city": "Paris", "temp": 18}<|im_end|>'),
-        "b": vocab.encode('Oslo: cold, "temp": [-3]!</think>{"city": "Oslo", "temp": -3}<|im_end|>'),
-        "c": vocab.encode("maybe<|im_end|>"),  # not a choice: masked to "yes" / "no"
+    requests = {  # id: (constraint, what the stand-in model would like to write)
+        "a": (Constraint.json_schema(schema), 'Paris {"city"?}</think>{"city": "Paris"}<|im_end|>'),
+        "b": (Constraint.json_schema(schema), 'Oslo, "city":</think>{"city": "Oslo"}<|im_end|>'),
+        "c": (Constraint.choice(["yes", "no"]), "maybe<|im_end|>"),  # masked to "yes" / "no"
     }
-    requests = {"a": (Constraint.json_schema(schema), True), "b": (Constraint.json_schema(schema), True),
-                "c": (Constraint.choice(["yes", "no"]), False)}
-    waiting, running, outputs = list(requests), [], {}
+    waiting, running, outputs = list(requests), [], {rid: [] for rid in requests}
     logits = torch.empty((mgr.max_num_seqs, vocab.logits_width))
     while waiting or running:
         while waiting and len(running) < mgr.max_num_seqs:  # requests join
             rid = waiting.pop(0)
-            constraint, thinks = requests[rid]
-            mgr.add_request(rid, constraint, prompt, include_reasoning=thinks)
+            mgr.add_request(rid, requests[rid][0], prompt, include_reasoning=rid != "c")
             running.append(rid)
-            outputs[rid] = []
-        batch_ids = [rid for rid in running if mgr.is_ready(rid)]  # compiled: schedulable
-        if not batch_ids:
-            continue
-        n = len(batch_ids)
-        logits[:n].normal_()  # the stand-in model: noise plus a strong wish for its next token
-        for i, rid in enumerate(batch_ids):
-            want = wants[rid]
+        batch = [rid for rid in running if mgr.is_ready(rid)]  # compiled: schedulable
+        logits[:len(batch)].normal_()  # the stand-in model: noise plus a strong wish for its next token
+        for i, rid in enumerate(batch):
+            want = vocab.encode(requests[rid][1])
             logits[i, want[min(len(outputs[rid]), len(want) - 1)]] += 30.0
-        masks = mgr.grammar_bitmask(batch_ids)
+        masks = mgr.grammar_bitmask(batch)  # rows only where something is constrained
         if masks is not None:
-            kernels.apply_token_bitmask_inplace(logits[:n], masks.bitmask, masks.logits_indices,
+            kernels.apply_token_bitmask_inplace(logits, masks.bitmask, masks.logits_indices,
                                                 vocab_size=vocab.vocab_size)
-        for rid, token in zip(batch_ids, logits[:n].argmax(dim=-1).tolist()):
+        for rid, token in zip(batch, logits[:len(batch)].argmax(dim=-1).tolist()):
             outputs[rid].append(token)
-            result = mgr.accept_tokens(rid, [token])
-            if result.status != "ok":  # "terminated" (a stop token) or "error": the request leaves
+            if mgr.accept_tokens(rid, [token]).status != "ok":  # "terminated" (a stop token) or "error"
                 mgr.remove_request(rid)
                 running.remove(rid)
     # --- README example ends ---
     end = vocab.token_id("</think>")
-    for rid in ("a", "b"):
+    for rid, city in (("a", "Paris"), ("b", "Oslo")):
         content = vocab.decode(outputs[rid][outputs[rid].index(end) + 1:-1])
-        assert json.loads(content)["city"] in ("Paris", "Oslo"), content
+        assert json.loads(content) == {"city": city}, content  # the thinking broke the schema; the answer keeps it
     assert vocab.decode(outputs["c"][:-1]) in ("yes", "no")
+    assert outputs["c"][-1] in vocab.stop_token_ids
     assert len(mgr) == 0
+    mgr.close()
 
 
 def test_readme_shows_this_loop():
