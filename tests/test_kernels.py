@@ -424,34 +424,6 @@ def test_cpu_kernel_works_in_a_forked_child():
     assert os.waitstatus_to_exitcode(status) == 0
 
 
-@pytest.mark.parametrize("dtype,block", [("fp32", 1024), ("bf16", 4096), ("fp16", 1024)])
-def test_triton_kernel_compiles_for_sm90_with_lane_contiguous_stores(dtype, block):
-    # No GPU needed: Triton compiles to a Hopper cubin with its bundled ptxas. The layout check
-    # guards the coalescing choice documented in kernels/triton_bitmask.py.
-    import triton
-    from triton.backends.compiler import GPUTarget
-    from triton.compiler import ASTSource
-    from triton.runtime.jit import JITFunction
-
-    from thinkgate.kernels import triton_bitmask
-
-    kernel = triton_bitmask._apply_bitmask_kernel
-    fn = JITFunction(kernel.fn, do_not_specialize=["n_logit_rows", "width", "limit"]) \
-        if not isinstance(kernel, JITFunction) else kernel
-    signature = {"logits_ptr": f"*{dtype}", "bitmask_ptr": "*i32", "indices_ptr": "*i32",
-                 "n_logit_rows": "i32", "width": "i32", "limit": "i32", "logits_row_stride": "i32",
-                 "bitmask_row_stride": "i32", "HAS_INDICES": "constexpr", "BLOCK": "constexpr"}
-    src = ASTSource(fn=fn, signature=signature, constexprs={"HAS_INDICES": True, "BLOCK": block},
-                    attrs={(0,): [["tt.divisibility", 16]], (1,): [["tt.divisibility", 16]],
-                           (6,): [["tt.divisibility", 16]]})
-    compiled = triton.compile(src, target=GPUTarget("cuda", 90, 32),
-                              options={"num_warps": triton_bitmask._block_and_warps(1 if block == 1024 else 8)[1],
-                                       "enable_fp_fusion": False})
-    assert compiled.asm["cubin"]
-    ttgir = compiled.asm["ttgir"]
-    assert "sizePerThread = [1, 1], threadsPerWarp = [1, 32]" in ttgir, ttgir[:400]
-
-
 def test_property_random_shapes_match_the_reference():
     # hypothesis drives shapes, vocab_size, row strides, dtypes, bit densities and indices.
     from hypothesis import HealthCheck, given, settings
