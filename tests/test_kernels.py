@@ -486,3 +486,19 @@ def test_cpu_kernel_duplicate_indices_are_exact_at_every_thread_count(seed):
             cpu_bitmask.apply_bitmask_cpu(lib, out, bitmask, rows, width, threads)
             assert torch.equal(out, expected), f"seed={seed} threads={threads}: " \
                 f"{int((out != expected).sum())} logits differ"
+
+
+def test_unchecked_entry_point_off_cuda_takes_the_checked_path(seed):
+    """Without CUDA tensors (and a Triton launch chosen for them) the unchecked call validates and runs the
+    checked path: same result, same errors."""
+    from thinkgate.kernels import apply_token_bitmask_inplace_unchecked
+
+    gen = torch.Generator().manual_seed(seed)
+    logits = strided_logits(gen, 4, 3001, torch.bfloat16)
+    bitmask = random_bitmask(gen, 3, 94, density=0.5)
+    expected = logits.clone()
+    apply_token_bitmask_reference(expected, bitmask, [3, 0, 3], 2990)
+    apply_token_bitmask_inplace_unchecked(logits, bitmask, torch.tensor([3, 0, 3]), 2990)
+    assert torch.equal(logits, expected), f"seed={seed}"
+    with pytest.raises(ValueError, match="bitmask must be int32"):
+        apply_token_bitmask_inplace_unchecked(logits, bitmask.to(torch.int64))
