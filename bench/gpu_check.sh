@@ -30,7 +30,7 @@ timeout 170 python -c "import xgrammar.kernels.apply_token_bitmask_inplace_cuda"
 build=$!
 
 echo "== tests (Triton compiled on CUDA)"
-timeout 100 python -m pytest -q -s -p no:cacheprovider tests/test_kernels_cuda.py tests/test_kernel_store_layout.py \
+timeout 150 python -m pytest -q -s -p no:cacheprovider tests/test_kernels_cuda.py tests/test_kernel_store_layout.py \
   tests/test_bench_kernels.py 2>&1 | tee "$out/gpu_check_tests.txt" | grep -v "^seed=" || status=1
 timeout 60 python -m pytest -q -p no:cacheprovider tests/test_kernels.py -k "triton or cuda" \
   2>&1 | tee -a "$out/gpu_check_tests.txt" | tail -n 3 || status=1

@@ -37,9 +37,10 @@ import torch
 import triton
 import triton.language as tl
 
-# Sizes used only in comparisons are not specialised (no recompile per batch or vocab); the row
-# strides are, so a stride divisible by 16 lets the group stores be 16-byte vectors.
-DO_NOT_SPECIALIZE = ["n_logit_rows", "width", "limit"]
+# Sizes used only in comparisons, and the bitmask's row stride, are not specialised (fewer compiled
+# variants: no recompile per batch or vocab); the logits row stride is, so a stride divisible by 16
+# lets the group stores be 16-byte vectors.
+DO_NOT_SPECIALIZE = ["n_logit_rows", "width", "limit", "bitmask_row_stride"]
 
 
 @triton.jit(do_not_specialize=DO_NOT_SPECIALIZE)
