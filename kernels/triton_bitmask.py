@@ -6,28 +6,34 @@ stores -inf; it never reads the logits, so duplicate indices cannot race (both w
 token that is allowed costs no logit traffic at all. Per program (BLOCK columns of one row):
 
 1. Read the block's bitmask words once, as one VEC-bit field per group of VEC columns
-   (VEC * element size = 16 bytes: 4 float32 or 8 bfloat16 / float16 columns).
-2. A block whose groups are all allowed stores nothing (whole all-allowed blocks are skipped).
-3. Groups that are wholly blocked get one 16-byte vector store each: a [groups, VEC] tile whose
-   mask is constant along VEC, so each lane writes one 16-byte chunk and a warp writes 512
-   consecutive bytes. A row that is almost all blocked (a JSON structure state) runs like ``fill_``.
-4. The remaining blocked columns (groups with allowed and blocked columns) get scalar stores from
-   a 1-D tile declared non-contiguous, so each lane holds one column and a warp-wide store covers
-   32 consecutive logits. An all-ones word stores nothing.
+   (VEC * element size = 16 bytes: 4 float32 or 8 bfloat16 / float16 columns), and count in one
+   reduction the groups with something to store and the mixed ones (allowed and blocked columns).
+2. A block with nothing to store stops there (whole all-allowed blocks are skipped; an all-ones
+   word costs its read and nothing else).
+3. Sparse path, when at most 1 / MIXED_SHARE of the groups are mixed (a JSON structure state, 99.9%
+   blocked, or text that allows almost everything): each thread owns whole groups in a
+   [groups, VEC] tile. A wholly blocked group is one 16-byte vector store, a warp writing 512
+   consecutive bytes (as ``fill_`` writes); the few mixed groups store their blocked columns from
+   the same registers, one column per instruction and lane. A few instructions per column, so a
+   row that blocks almost nothing costs little more than reading its bitmask.
+4. Dense path, when many groups are mixed (about half blocked): a 1-D tile declared
+   non-contiguous, one column per lane, so a warp-wide store covers 32 consecutive logits (lanes
+   16 bytes apart would multiply the partial-sector writes).
 
 Both layouts follow from the pointers' contiguity alone (a [groups, VEC] tile whose contiguous
 axis is the last; a 1-D tile), so they do not depend on how a Triton version orders the axes of
 a tile with no contiguity at all (the layout of the previous [words, 32] tile flipped to lanes 64
-or 128 bytes apart under Triton 3.3 and 3.6). tests/test_kernels.py compiles the kernel for sm_90
-and checks both stores' layouts under the installed Triton; bench/triton_layouts.sh does the same
-under the Triton versions that engines ship.
+or 128 bytes apart under Triton 3.3 and 3.6). tests/test_kernel_store_layout.py compiles the kernel
+for sm_90 and checks the stores' layouts under the installed Triton; bench/triton_layouts.sh does
+the same under the Triton versions that engines ship.
 
 No host synchronisation: the logits row comes from the indices tensor on the device, and an index
 outside [0, rows) stores nothing (a device index tensor is not range-checked on the host, since
 that would need a sync). No per-call allocation besides moving a host index list to the device.
 Compared with xgrammar's kernel: bitmask row i goes to logits row indices[i] (xgrammar uses row
 indices[i] of both), ids past ``vocab_size`` and columns past 32 * words become -inf (xgrammar
-leaves them), and the stores are 16-byte vectors or lane-contiguous scalars.
+leaves them), and the stores are 16-byte vectors or lane-contiguous scalars (xgrammar's Triton
+kernel stores one column per instruction from a reshaped [words, 32] tile).
 Its reference in the tests is :func:`kernels.reference.apply_token_bitmask_reference`.
 """
 
@@ -56,6 +62,7 @@ def _apply_bitmask_kernel(
     HAS_INDICES: tl.constexpr,
     BLOCK: tl.constexpr,
     VEC: tl.constexpr,
+    MIXED_SHARE: tl.constexpr,
 ):
     row = tl.program_id(0).to(tl.int64)
     start = tl.program_id(1) * BLOCK
@@ -69,30 +76,35 @@ def _apply_bitmask_kernel(
     out = logits_ptr + target * logits_row_stride
     ALL: tl.constexpr = (1 << VEC) - 1
 
-    # 1. one VEC-bit field per group. A word is read when any of its columns is below `limit`
-    # (limit <= 32 * words keeps that in bounds); columns at or past `limit` count as blocked.
+    # 1. one VEC-bit field per group, a bit per column: 1 = leave it alone. A word is read when any of
+    # its columns is below `limit` (limit <= 32 * words keeps that in bounds); columns at or past
+    # `limit` are blocked (0), columns at or past the row's end are left alone (1).
     gcol = start + tl.arange(0, BLOCK // VEC) * VEC
     gword = tl.load(words + (gcol >> 5), mask=(gcol & ~31) < limit, other=0)
-    valid = tl.minimum(tl.maximum(limit - gcol, 0), VEC)
-    field = (gword >> (gcol & 31)) & ((1 << valid) - 1)
-    work = (field != ALL) & (gcol < row_width)
+    keep = tl.minimum(tl.maximum(limit - gcol, 0), VEC)
+    span = tl.minimum(tl.maximum(row_width - gcol, 0), VEC)
+    field = ((gword >> (gcol & 31)) & ((1 << keep) - 1)) | (ALL & ~((1 << span) - 1))
+    # one reduction: low 16 bits count the groups with something to store, high bits the mixed ones
+    counts = tl.sum(tl.where(field == ALL, 0, tl.where(field == 0, 1, 65537)), axis=0)
     # 2. a block with nothing blocked stores nothing
-    if tl.max(work.to(tl.int32), axis=0) != 0:
-        # 3. wholly blocked groups inside the row: one 16-byte store each
-        full = (field == 0) & (gcol + VEC <= row_width)
-        lane = tl.arange(0, VEC)
-        tl.store(out + gcol[:, None] + lane[None, :], float("-inf"), mask=full[:, None])
-        # 4. the other blocked columns, one per lane (the hint keeps one column per thread, so a
-        # warp-wide store is 32 consecutive logits rather than 32 chunks 16 bytes apart)
-        col = start + tl.arange(0, BLOCK)
-        group = col & ~(VEC - 1)
-        word = tl.load(words + (col >> 5), mask=(col & ~31) < limit, other=0)
-        gvalid = tl.minimum(tl.maximum(limit - group, 0), VEC)
-        gfield = (word >> (group & 31)) & ((1 << gvalid) - 1)
-        blocked = ((gfield >> (col - group)) & 1) == 0
-        done = (gfield == 0) & (group + VEC <= row_width)
-        ptrs = tl.max_contiguous(out + col, 1)
-        tl.store(ptrs, float("-inf"), mask=blocked & ~done & (col < row_width))
+    if counts != 0:
+        if (counts >> 16) * MIXED_SHARE <= BLOCK // VEC:
+            # 3. few mixed groups (a JSON structure row, or text that allows almost everything): each thread
+            # owns whole groups; a wholly blocked group is one 16-byte store, and the blocked columns of
+            # the mixed groups are scalar stores from the same registers (few by construction)
+            lane = tl.arange(0, VEC)
+            gptrs = out + gcol[:, None] + lane[None, :]
+            tl.store(gptrs, float("-inf"), mask=(field == 0)[:, None])
+            off = ((field[:, None] >> lane[None, :]) & 1) == 0
+            tl.store(gptrs, float("-inf"), mask=off & (field != 0)[:, None])
+        else:
+            # 4. many mixed groups (about half blocked): one column per lane, so a warp-wide store covers 32
+            # consecutive logits (the hint keeps Triton from giving each thread 16 bytes of columns that it
+            # would then store one at a time, lanes 16 bytes apart)
+            col = start + tl.arange(0, BLOCK)
+            word = tl.load(words + (col >> 5), mask=(col & ~31) < limit, other=0)
+            blocked = (((word >> (col & 31)) & 1) == 0) | (col >= limit)
+            tl.store(tl.max_contiguous(out + col, 1), float("-inf"), mask=blocked & (col < row_width))
 
 
 def block_and_warps(n_rows: int) -> tuple[int, int]:
@@ -104,6 +116,9 @@ def block_and_warps(n_rows: int) -> tuple[int, int]:
     return 1024, 4
 
 
+# A block takes the sparse path when at most 1 / MIXED_SHARE of its groups mix allowed and blocked
+# columns (their columns are then stored one per instruction and lane, lanes 16 bytes apart).
+MIXED_SHARE = 8
 # Columns per 16-byte group store.
 VEC = {torch.float32: 4, torch.bfloat16: 8, torch.float16: 8}
 
@@ -132,6 +147,7 @@ def apply_bitmask_triton(
     _apply_bitmask_kernel[(n, triton.cdiv(width, block))](
         logits, bitmask, rows if rows is not None else bitmask,
         logits.shape[0], width, limit, logits.stride(0), bitmask.stride(0),
-        HAS_INDICES=rows is not None, BLOCK=block, VEC=VEC[logits.dtype], num_warps=warps,
+        HAS_INDICES=rows is not None, BLOCK=block, VEC=VEC[logits.dtype], MIXED_SHARE=MIXED_SHARE,
+        num_warps=warps,
         enable_fp_fusion=False,  # no floating-point arithmetic here; also silences Triton 3.9's notice
     )

@@ -3,8 +3,10 @@
 No GPU needed: Triton compiles the kernel for a Hopper GPU (sm_90) with its bundled ptxas. The test
 reads the layout Triton gave each ``tt.store`` in the TTGIR and computes, from that layout alone,
 where the 32 lanes of a warp write on one store instruction; the PTX says how wide each instruction
-is. Both must form one contiguous span (512 bytes for the 16-byte group store; 32 consecutive
-logits for the scalar store). ``bench/triton_layouts.sh`` runs this file under each Triton version
+is. The group stores (a [groups, VEC] tile, one 16-byte group per lane) must cover 512 consecutive
+bytes per warp store, and the dense path's column store 32 consecutive logits. (The mixed groups'
+columns in the sparse path are stored from the group tile, one column per instruction and lane:
+that path runs only when few groups are mixed, see kernels/triton_bitmask.py.) ``bench/triton_layouts.sh`` runs this file under each Triton version
 that engines ship (3.3.1, 3.5, 3.6.0), installed side by side.
 """
 
@@ -40,8 +42,9 @@ def compile_for_sm90(dtype: str, n_rows: int, has_indices: bool) -> dict[str, st
     signature = {"logits_ptr": f"*{dtype}", "bitmask_ptr": "*i32", "indices_ptr": "*i32",
                  "n_logit_rows": "i32", "width": "i32", "limit": "i32", "logits_row_stride": "i32",
                  "bitmask_row_stride": "i32", "HAS_INDICES": "constexpr", "BLOCK": "constexpr",
-                 "VEC": "constexpr"}
-    constexprs = {"HAS_INDICES": has_indices, "BLOCK": block, "VEC": triton_bitmask.VEC[ELEMENT[dtype][0]]}
+                 "VEC": "constexpr", "MIXED_SHARE": "constexpr"}
+    constexprs = {"HAS_INDICES": has_indices, "BLOCK": block, "VEC": triton_bitmask.VEC[ELEMENT[dtype][0]],
+                  "MIXED_SHARE": triton_bitmask.MIXED_SHARE}
     src = ASTSource(fn=fn, signature=signature, constexprs=constexprs,
                     attrs={(0,): [["tt.divisibility", 16]], (1,): [["tt.divisibility", 16]],
                            (2,): [["tt.divisibility", 16]], (6,): [["tt.divisibility", 16]]})
@@ -115,13 +118,18 @@ def test_triton_kernel_compiles_for_sm90_with_lane_contiguous_stores(compiled, d
     vec = triton_bitmask.VEC[ELEMENT[dtype][0]]
     where = f"Triton {triton.__version__}, {dtype}, {n_rows} rows"
     stores = store_layouts(asm["ttgir"])
-    assert len(stores) == 2, f"{where}: expected the group store and the column store, got {stores}"
-    (gshape, glayout), (cshape, clayout) = sorted(stores, key=lambda s: -len(s[0]))
-    # the group store: each lane holds one whole group (16 bytes) and the warp's lanes are consecutive groups
-    assert len(gshape) == 2 and gshape[1] == vec and glayout["sizePerThread"][1] == vec, f"{where}: {glayout}"
-    assert is_one_span(warp_store_offsets(gshape, glayout), vec), f"{where}: group store lanes apart: {glayout}"
-    # the column store: one column per lane, 32 consecutive columns per warp store
-    assert len(cshape) == 1 and clayout["sizePerThread"] == [1], f"{where}: {clayout}"
+    groups = [st for st in stores if len(st[0]) == 2]
+    columns = [st for st in stores if len(st[0]) == 1]
+    # the sparse path's two stores (wholly blocked groups, then the mixed groups' columns) share one
+    # [groups, VEC] tile; the dense path's store is a 1-D tile of columns
+    assert len(groups) == 2 and len(columns) == 1, f"{where}: unexpected stores {stores}"
+    for gshape, glayout in groups:
+        # each lane holds one whole group (16 bytes) and a warp's lanes are consecutive groups
+        assert gshape[1] == vec and glayout["sizePerThread"][1] == vec, f"{where}: {glayout}"
+        assert is_one_span(warp_store_offsets(gshape, glayout), vec), f"{where}: group store lanes apart: {glayout}"
+    (cshape, clayout), = columns
+    # the dense path: one column per lane, 32 consecutive columns per warp store
+    assert clayout["sizePerThread"] == [1], f"{where}: {clayout}"
     assert is_one_span(warp_store_offsets(cshape, clayout), 1), f"{where}: column store lanes apart: {clayout}"
     # PTX: the group store became 16-byte vector stores, the column store scalar stores of one logit
     widths = set(re.findall(r"\bst\.global((?:\.[\w:]+)*?)\.(v\d\.)?b(\d+)\s", asm["ptx"]))
