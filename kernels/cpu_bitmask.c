@@ -13,6 +13,14 @@
 #include <unistd.h>
 
 #define CHUNK_TOKENS 32768
+/* The flags stay portable (kernels/cpu_build.py); the row loops are also compiled for AVX2 and
+   AVX-512 and picked at load time (an ifunc), so a row that is in cache is stored with the same
+   vector width as torch's own fill_ uses. */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && defined(__linux__)
+#define CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#else
+#define CLONES
+#endif
 #define BLOCK_WORDS 8
 #define MAX_THREADS 256
 #ifndef SPIN_NS
@@ -33,7 +41,7 @@ static inline void NAME##_word(T *p, uint32_t m, T neg) {                       
     }                                                                                  \
     while (z) { p[__builtin_ctz(z)] = neg; z &= z - 1u; }                              \
 }                                                                                      \
-static void NAME(T *row, const uint32_t *mask, int64_t a, int64_t b, int64_t limit, T neg) { \
+CLONES static void NAME(T *row, const uint32_t *mask, int64_t a, int64_t b, int64_t limit, T neg) { \
     int64_t bit_end = b < limit ? b : limit;                                           \
     int64_t t = a;                                                                     \
     while (t + 32 * BLOCK_WORDS <= bit_end) {                                          \
