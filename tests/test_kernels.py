@@ -502,3 +502,26 @@ def test_unchecked_entry_point_off_cuda_takes_the_checked_path(seed):
     assert torch.equal(logits, expected), f"seed={seed}"
     with pytest.raises(ValueError, match="bitmask must be int32"):
         apply_token_bitmask_inplace_unchecked(logits, bitmask.to(torch.int64))
+
+
+@pytest.mark.slow
+def test_cpu_kernel_generic_loops_match_the_reference_without_avx512(tmp_path):
+    """On an AVX-512 machine the C kernel takes its masked-store loops; THINKGATE_NO_AVX512=1 (read once per
+    process) forces the generic loops, which other CPUs run: they must match the reference too."""
+    code = ("import torch; from thinkgate.kernels import cpu_bitmask, apply_token_bitmask_reference\n"
+            "k = cpu_bitmask.load_library(); g = torch.Generator().manual_seed(7); ok = True\n"
+            "for dtype in (torch.float32, torch.bfloat16, torch.float16):\n"
+            "  for width in (1, 31, 33, 1000, 32769, 70001):\n"
+            "    words = -(-width // 32)\n"
+            "    for p in (0.001, 0.5, 0.999):\n"
+            "      bits = torch.rand((4, words, 32), generator=g) < p\n"
+            "      m = (bits.long() << torch.arange(32)).sum(-1); m = (m - (m >= 2**31).long() * 2**32).to(torch.int32)\n"
+            "      x = torch.randn((5, width + 3), generator=g).to(dtype)[:, :width]; y = x.clone()\n"
+            "      vocab = max(0, width - 5); idx = torch.tensor([4, 0, 4, 2])\n"
+            "      cpu_bitmask.apply_bitmask_cpu(k, x, m, idx, min(vocab, 32 * words), 2)\n"
+            "      apply_token_bitmask_reference(y, m, idx.tolist(), vocab); ok &= torch.equal(x, y)\n"
+            "print(ok)")
+    for env in ({"THINKGATE_NO_AVX512": "1"}, {}):
+        out = _load_in_fresh_process(tmp_path, env, code)
+        assert out.returncode == 0, out.stderr
+        assert out.stdout.split() == ["True"], (env, out.stdout + out.stderr)
