@@ -5,12 +5,12 @@ tensors), xgrammar's CPU kernel and our pure-torch fallback on the same tensors,
 on the same tensor in the same run, the floor a CPU kernel that writes every blocked logit can
 approach. Ratios: ``xgr_over_ours`` (how much faster we are) and ``ours_over_fill``.
 
-On a CUDA device it adds our Triton kernel, xgrammar's Triton kernel and ``fill_`` on GPU tensors,
-timed with CUDA events over back-to-back launches (so launch overhead counts, as in an engine), and
-the fraction of the memory floor: (logit bytes written + bitmask bytes read) / copy bandwidth,
-the bandwidth measured with a large device-to-device copy in the same run.
+On a CUDA device (``--device auto`` or ``cuda``) it also prints the GPU table of ``bench.kernels_gpu``:
+our Triton path (checked and unchecked, and with the bitmask's copy to the device), ``fill_``,
+xgrammar's Triton and CUDA kernels, per dtype, width, batch and mask density, timed with CUDA events.
+``--device cuda`` prints only that table.
 
-Masks are synthetic but shaped like real ones (seeded, so every run sees the same): three rows in
+CPU masks are synthetic but shaped like real ones (seeded, so every run sees the same): three rows in
 four are JSON structure (24 allowed ids, the rest blocked); every fourth row is inside a JSON string
 (everything allowed except 1.5% of ids scattered at random, as tokens with a quote, a backslash or
 a control byte). Ids at or past the tokenizer size are never allowed (Qwen3.6: 248,077 ids in a
@@ -40,8 +40,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--dtype", choices=["float32", "bfloat16", "float16"], default="float32")
     p.add_argument("--string-every", type=int, default=4,
                    help="every N-th row is a mostly-allowed 'inside a string' row (default 4; 0: none)")
-    p.add_argument("--device", choices=["auto", "cpu"], default="auto",
-                   help="auto: add the GPU columns when CUDA is available")
+    p.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto",
+                   help="auto: the CPU table, and the GPU table when CUDA is available; cpu / cuda: only that one")
+    p.add_argument("--dtypes", default="float32,bfloat16,float16",
+                   help="GPU table: comma-separated dtypes (default float32,bfloat16,float16)")
+    p.add_argument("--densities", default="99.9,50,0.1",
+                   help="GPU table: percent of ids blocked, from 99.9, 50, 0.1 (default all three)")
+    p.add_argument("--xgrammar-cuda", choices=["auto", "off"], default="auto",
+                   help="GPU table: time xgrammar's CUDA kernel when it imports (its first import builds it with "
+                        "nvcc, about a minute; default auto)")
     p.add_argument("--threads", type=int, default=0,
                    help="torch.set_num_threads(N) first: the budget of fill_, torch ops and our CPU path "
                         "(default 0: leave torch's setting)")
@@ -95,37 +102,6 @@ def _interleaved(candidates: dict, repeat: int, rounds: int, measure) -> dict:
     }
 
 
-def _cuda_time(fn, repeat: int) -> float:
-    """Median over 5 rounds of the mean per-call time of ``repeat`` back-to-back calls (us)."""
-    import statistics
-
-    import torch
-
-    for _ in range(3):
-        fn()
-    torch.cuda.synchronize()
-    rounds = []
-    for _ in range(5):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        for _ in range(repeat):
-            fn()
-        end.record()
-        end.synchronize()
-        rounds.append(start.elapsed_time(end) * 1e3 / repeat)
-    return statistics.median(rounds)
-
-
-def _copy_bandwidth() -> float:
-    """Device copy bandwidth in bytes/s (read + write), from a 1 GiB device-to-device copy."""
-    import torch
-
-    src = torch.empty(1 << 28, dtype=torch.float32, device="cuda")
-    dst = torch.empty_like(src)
-    us = _cuda_time(lambda: dst.copy_(src), 10)
-    return 2 * src.numel() * src.element_size() / (us * 1e-6)
-
-
 def main(args: argparse.Namespace) -> int:
     import torch
     import xgrammar as xgr
@@ -136,11 +112,27 @@ def main(args: argparse.Namespace) -> int:
     dtype = getattr(torch, args.dtype)
     if args.threads > 0:
         torch.set_num_threads(args.threads)
-    cuda = args.device == "auto" and torch.cuda.is_available()
-    bandwidth = _copy_bandwidth() if cuda else None
-    if bandwidth:
-        progress(f"device copy bandwidth {bandwidth / 1e9:.0f} GB/s on {torch.cuda.get_device_name(0)}")
+    cuda = args.device != "cpu" and torch.cuda.is_available()
+    if args.device == "cuda" and not cuda:
+        raise SystemExit("--device cuda: no CUDA device")
     rows: list[dict] = []
+    if cuda:
+        from bench.kernels_gpu import DENSITIES, gpu_rows
+
+        dtypes = [d for d in args.dtypes.split(",") if d]
+        densities = [d for d in args.densities.split(",") if d]
+        bad = [d for d in dtypes if d not in ("float32", "bfloat16", "float16")] + \
+            [d for d in densities if d not in DENSITIES]
+        if bad:
+            raise SystemExit(f"unknown dtype or density: {bad}")
+        gpu, bandwidth = gpu_rows(args.batches, args.vocabs, dtypes, densities, seed=args.seed,
+                                   xgrammar_cuda=args.xgrammar_cuda == "auto")
+        rows.extend(gpu)
+    if args.device == "cuda":
+        _print_gpu(gpu, bandwidth)
+        path = write_rows("kernels", rows, args.out)
+        progress(f"rows appended to {path}")
+        return 0
     for width in args.vocabs:
         vocab = min(TOKENIZER_SIZE.get(width, width), width)
         for batch in args.batches:
@@ -178,48 +170,27 @@ def main(args: argparse.Namespace) -> int:
                 "ours_p90_us": ours.p90_us, "xgr_cpu_p90_us": xgr_cpu.p90_us, "fill_p90_us": fill.p90_us,
                 "samples": {k: v.n for k, v in t.items()},
             }
-            if cuda:
-                row.update(_gpu_row(logits, bitmask, vocab, blocked, rep, bandwidth))
             rows.append(row)
 
     columns = ["width", "batch", "blocked_frac", "ours_us", "xgr_cpu_us", "fill_us", "torch_us",
                "xgr_over_ours", "ours_over_fill", "ours_over_fill_p10"]
     print(f"CPU ({torch.get_num_threads()} torch threads), {args.dtype}, median us "
           f"(ratios of medians; last column: ratio of 10th percentiles)")
-    print_table(rows, columns)
+    print_table([r for r in rows if r.get("table") != "gpu"], columns)
     if cuda:
-        print(f"\nCUDA ({torch.cuda.get_device_name(0)}), {args.dtype}, us per call (CUDA events); "
-              f"floor = (logit bytes written + bitmask bytes read) / {bandwidth / 1e9:.0f} GB/s copy bandwidth")
-        print_table(rows, ["width", "batch", "triton_us", "xgr_triton_us", "gpu_fill_us", "floor_us",
-                           "triton_floor_frac", "xgr_floor_frac", "xgr_over_triton"])
+        _print_gpu(gpu, bandwidth)
     path = write_rows("kernels", rows, args.out)
     progress(f"rows appended to {path}")
     return 0
 
 
-def _gpu_row(logits_cpu, bitmask_cpu, vocab: int, blocked: int, repeat: int, bandwidth: float) -> dict:
+def _print_gpu(rows: list[dict], bandwidth: float) -> None:
     import torch
-    import xgrammar as xgr
 
-    from thinkgate.kernels import apply_token_bitmask_inplace, apply_token_bitmask_reference
+    from bench.harness import print_table
+    from bench.kernels_gpu import GPU_COLUMNS
 
-    logits = logits_cpu.cuda()
-    bitmask = bitmask_cpu.cuda()
-    expected = logits_cpu.clone()
-    apply_token_bitmask_reference(expected, bitmask_cpu, None, vocab)
-    check = logits.clone()
-    apply_token_bitmask_inplace(check, bitmask, vocab_size=vocab)
-    if not torch.equal(check.cpu(), expected):
-        raise SystemExit("the Triton kernel disagrees with the reference on CUDA")
-    rep = max(repeat, 20)
-    triton_us = _cuda_time(lambda: apply_token_bitmask_inplace(logits, bitmask, vocab_size=vocab), rep)
-    xgr_us = _cuda_time(lambda: xgr.apply_token_bitmask_inplace(logits, bitmask, vocab_size=vocab,
-                                                                backend="triton"), rep)
-    fill_us = _cuda_time(lambda: logits.fill_(0.5), rep)
-    moved = blocked * logits.element_size() + bitmask.numel() * bitmask.element_size()
-    floor_us = moved / bandwidth * 1e6
-    return {
-        "triton_us": triton_us, "xgr_triton_us": xgr_us, "gpu_fill_us": fill_us, "floor_us": floor_us,
-        "triton_floor_frac": floor_us / triton_us, "xgr_floor_frac": floor_us / xgr_us,
-        "xgr_over_triton": xgr_us / triton_us,
-    }
+    print(f"\nCUDA ({torch.cuda.get_device_name(0)}), us per call (CUDA events, back-to-back calls); "
+          f"floor_frac = (masked logit bytes + bitmask bytes) / {bandwidth / 1e9:.0f} GB/s copy bandwidth / ours_us; "
+          f"masked = percent of ids blocked; miss = targets missed (ratio)")
+    print_table(rows, GPU_COLUMNS)

@@ -13,7 +13,12 @@ Floors, measured in the same run on the same state:
 
 - fill: the same rows filled by calling xgrammar's matchers directly (batch matcher, advance through
   the drafts, roll back), with no reasoning gating, no bookkeeping: what any integration must pay;
-- apply: ``logits.fill_`` over as many logits rows as were masked (same bytes written);
+- apply: ``logits.fill_`` of the same shape as the masked rows ([rows masked, V], the same logits
+  memory) with the thread budget the CPU kernel gives that call (``cpu_bitmask.default_threads``:
+  one thread below about a million logits), timed just before and just after the apply of the same step (interleaved, so load on a
+  shared machine hits both alike); the floor is the faster of the two. ``apply_x`` is the median of the
+  per-step ratios (apply / its floor), ``apply_x_p10`` / ``apply_x_p90`` their spread, ``apply_x_sum``
+  the ratio of the sums;
 - accept: the parser's ``scan`` of the committed tokens while thinking, and xgrammar's ``accept_token``
   called directly for the same content tokens.
 
@@ -120,6 +125,7 @@ class _Totals:
     jf_floor: float = 0.0         # us of one plain xgrammar fill at the same states (the floor of a call)
     jf_ratios: list[float] = field(default_factory=list)       # per call: forced_tokens / one plain fill
     overlap_ratios: list[float] = field(default_factory=list)  # per step: overlapped / serial
+    apply_ratios: list[float] = field(default_factory=list)    # per step with rows: apply / its fill_ floor
     forward: float = 0.0          # us of the stand-in forward (serial run)
     serial: float = 0.0           # us: fill, then the forward
     overlapped: float = 0.0       # us: async fill beside the forward, then result()
@@ -163,7 +169,12 @@ def main(args: argparse.Namespace) -> int:
                 "rows_per_step": t.rows / t.steps, "logits_rows_per_step": t.logits_rows / t.steps,
                 "masked_tok_per_s": t.rows / (our / 1e6) if our else 0.0,
                 "fill_x": t.fill / t.floor_fill if t.floor_fill else float("nan"),
-                "apply_x": t.apply / t.floor_apply if t.floor_apply else float("nan"),
+                # the median of the per-step ratios (apply / the fill_ floor around it), and their spread:
+                # robust to the odd preempted step on a shared machine; apply_x_sum: ratio of the sums
+                "apply_x": _pct(t.apply_ratios, 0.5), "apply_x_sum": t.apply / t.floor_apply if t.floor_apply
+                else float("nan"),
+                "apply_x_p10": _pct(t.apply_ratios, 0.1), "apply_x_median": _pct(t.apply_ratios, 0.5),
+                "apply_x_p90": _pct(t.apply_ratios, 0.9),
                 "accept_x": t.accept / t.floor_accept if t.floor_accept else float("nan"),
                 "floor_fill_us": t.floor_fill / t.steps, "floor_apply_us": t.floor_apply / t.steps,
                 "floor_accept_us": t.floor_accept / t.steps,
@@ -190,7 +201,7 @@ def main(args: argparse.Namespace) -> int:
     print()
     print(f"thinkgate engine loop on {vocab.name} (logits width {vocab.logits_width}); per step, in us; "
           f"x = ratio to the floor measured in the same run")
-    print_table(rows_out, ["batch", "drafts", "fill_us", "fill_x", "apply_us", "apply_x", "accept_us",
+    print_table(rows_out, ["batch", "drafts", "fill_us", "fill_x", "apply_us", "apply_x", "apply_x_p10", "apply_x_p90", "accept_us",
                            "accept_x", "step_us", "rows_per_step", "masked_tok_per_s", "finished",
                            "invalid", "truncated"] + (["forced_ends"] if args.max_thinking_tokens is not None else []))
     total_finished = sum(r["finished"] for r in rows_out)
@@ -222,6 +233,8 @@ def main(args: argparse.Namespace) -> int:
 
 
 def _run_config(B, k, args, vocab, compiler, torch, xgr, kernels, Manager, Workload, invalid_examples) -> _Totals:
+    from thinkgate.kernels.cpu_bitmask import default_threads
+
     from .workload import DEFAULT_MIX
 
     kinds = [x for x in str(args.kinds).split(",") if x]
@@ -315,7 +328,20 @@ def _run_config(B, k, args, vocab, compiler, torch, xgr, kernels, Manager, Workl
         batch = mgr.grammar_bitmask(schedule)
         t1 = time.perf_counter_ns()
         n_masked = 0 if batch is None else len(batch)
+        # the apply floor, first half: fill_ of the same shape ([rows masked, V], same logits memory)
+        # just before the apply, then the logits restored (not timed)
+        if n_masked:
+            # the same thread budget as the CPU kernel's call (one thread below ~1M logits): torch's
+            # pool woken for a one-row fill_ costs milliseconds on a loaded machine
+            all_threads = torch.get_num_threads()
+            torch.set_num_threads(default_threads(n_masked, V))
+            a0 = time.perf_counter_ns()
+            logits[:n_masked].fill_(float("-inf"))
+            a1 = time.perf_counter_ns()
+            torch.set_num_threads(all_threads)
+            _restore(logits, noise, bonus_rows, bonus_cols)
         # 2. apply
+        t2a = time.perf_counter_ns()
         if batch is not None:
             kernels.apply_token_bitmask_inplace(logits, batch.bitmask, batch.logits_indices, vocab_size=vocab.vocab_size)
         t2 = time.perf_counter_ns()
@@ -323,13 +349,16 @@ def _run_config(B, k, args, vocab, compiler, torch, xgr, kernels, Manager, Workl
         f_fill = _floor_fill(order, draft_of, batch_matcher, floor_mask, mgr, compiler, xgr, vocab)
         f_apply = 0
         if n_masked:
-            a0 = time.perf_counter_ns()
+            # the apply floor, second half: the same fill_ just after; the floor is the faster of the two
+            # (a fill_ preempted on a shared machine is dropped as long as the other one was not)
+            torch.set_num_threads(default_threads(n_masked, V))
+            a2 = time.perf_counter_ns()
             logits[:n_masked].fill_(float("-inf"))
-            f_apply = time.perf_counter_ns() - a0
+            a3 = time.perf_counter_ns()
+            torch.set_num_threads(all_threads)
+            f_apply = min(a1 - a0, a3 - a2)
             # the floor wrote over rows the sampler needs: redo the model + mask (not timed)
-            logits.copy_(noise)
-            if bonus_rows:
-                logits[bonus_rows, bonus_cols] += 50.0
+            _restore(logits, noise, bonus_rows, bonus_cols)
             kernels.apply_token_bitmask_inplace(logits, batch.bitmask, batch.logits_indices, vocab_size=vocab.vocab_size)
 
         if args.overlap:
@@ -456,10 +485,12 @@ def _run_config(B, k, args, vocab, compiler, torch, xgr, kernels, Manager, Workl
         if measured:
             t.steps += 1
             t.fill += (t1 - t0) / 1e3
-            t.apply += (t2 - t1) / 1e3
+            t.apply += (t2 - t2a) / 1e3
             t.accept += (t4 - t3) / 1e3
             t.floor_fill += f_fill / 1e3
             t.floor_apply += f_apply / 1e3
+            if f_apply:
+                t.apply_ratios.append((t2 - t2a) / f_apply)
             t.floor_accept += f_accept / 1e3
             t.rows += n_masked
             t.logits_rows += base
@@ -520,6 +551,20 @@ def _shadow(lv, compiler, xgr):
         if not lv.shadow.accept_token(tok):
             break
     return lv.shadow
+
+
+def _restore(logits, noise, bonus_rows, bonus_cols) -> None:
+    """The stand-in model's logits again (after a floor wrote -inf over them)."""
+    logits.copy_(noise)
+    if bonus_rows:
+        logits[bonus_rows, bonus_cols] += 50.0
+
+
+def _pct(values: list[float], q: float) -> float:
+    if not values:
+        return float("nan")
+    s = sorted(values)
+    return s[min(len(s) - 1, round(q * (len(s) - 1)))]
 
 
 def _floor_fill(order, draft_of, batch_matcher, mask, mgr, compiler, xgr, vocab) -> int:

@@ -19,6 +19,7 @@ BACKENDS: tuple[str, ...] = get_args(Backend)
 _FLOAT_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 _triton_module = None
 _triton_error: str | None = None
+_auto_cuda: str | None = None  # what "auto" chose for CUDA tensors, once chosen
 
 
 def apply_token_bitmask_inplace(
@@ -68,13 +69,15 @@ def apply_token_bitmask_inplace(
         raise ValueError(f"logits must be float32, bfloat16 or float16, got {logits.dtype}")
     if bitmask.dtype != torch.int32:
         raise ValueError(f"bitmask must be int32, got {bitmask.dtype}")
-    if logits.dim() == 1:
+    dim = logits.dim()
+    if dim == 1:
         logits = logits.unsqueeze(0)
-    elif logits.dim() != 2:
+    elif dim != 2:
         raise ValueError(f"logits must be 1-D or 2-D, got shape {tuple(logits.shape)}")
-    if bitmask.dim() == 1:
+    dim = bitmask.dim()
+    if dim == 1:
         bitmask = bitmask.unsqueeze(0)
-    elif bitmask.dim() != 2:
+    elif dim != 2:
         raise ValueError(f"bitmask must be 1-D or 2-D, got shape {tuple(bitmask.shape)}")
     device = logits.device
     if bitmask.device != device:
@@ -82,16 +85,17 @@ def apply_token_bitmask_inplace(
                          f"(copy it first: bitmask.to(logits.device, non_blocking=True))")
     n_rows, width = logits.shape
     n, words = bitmask.shape
-    if width > 1 and logits.stride(1) != 1:
+    row_stride, col_stride = logits.stride()
+    if width > 1 and col_stride != 1:
         raise ValueError(f"logits must have unit stride along the vocabulary, got strides {logits.stride()}")
     if words > 1 and bitmask.stride(1) != 1:
         raise ValueError(f"bitmask must have unit stride along its words, got strides {bitmask.stride()}")
-    if n_rows > 1 and width > 0 and abs(logits.stride(0)) < width:
-        raise ValueError(f"logits rows overlap in memory (row stride {logits.stride(0)} < width {width}); "
+    if n_rows > 1 and width > 0 and abs(row_stride) < width:
+        raise ValueError(f"logits rows overlap in memory (row stride {row_stride} < width {width}); "
                          "writing -inf into one would change another")
 
     if vocab_size is None:
-        vocab = width
+        limit = width if width < 32 * words else 32 * words
     elif type(vocab_size) is not int and (isinstance(vocab_size, bool)
                                           or not isinstance(vocab_size, numbers.Integral)):
         raise ValueError(f"vocab_size must be an int, got {type(vocab_size).__name__}")
@@ -99,8 +103,12 @@ def apply_token_bitmask_inplace(
         vocab = int(vocab_size)
         if not 0 <= vocab <= width:
             raise ValueError(f"vocab_size {vocab} is outside [0, {width}] (the logits width)")
-    limit = min(vocab, 32 * words)
+        limit = min(vocab, 32 * words)
 
+    if backend == "auto" and device.type == "cuda" and _auto_cuda == "triton":
+        # the common engine call, decided once per process
+        _triton_module.apply_bitmask_triton(logits, bitmask, _rows(indices, n, n_rows, device, "triton"), limit)
+        return
     kind = "cpu" if backend == "auto" and device.type == "cpu" else _choose_backend(backend, device)
     rows = _rows(indices, n, n_rows, device, kind)
 
@@ -118,6 +126,35 @@ def apply_token_bitmask_inplace(
         _triton().apply_bitmask_triton(logits, bitmask, rows, limit)
     else:
         torch_bitmask.apply_bitmask_torch(logits, bitmask, rows, limit)
+
+
+def apply_token_bitmask_inplace_unchecked(
+    logits: torch.Tensor,
+    bitmask: torch.Tensor,
+    indices: torch.Tensor | None = None,
+    vocab_size: int | None = None,
+) -> None:
+    """:func:`apply_token_bitmask_inplace` without the validation, for an engine that checked its
+    tensors once (at start-up, for the buffers it reuses every step) and wants the cheapest launch.
+
+    Preconditions, not checked (breaking one is undefined behaviour, not an error): ``logits`` is a
+    2-D float32 / bfloat16 / float16 CUDA tensor with unit stride along V and rows that do not overlap;
+    ``bitmask`` a 2-D int32 tensor on the same device with unit stride along its words; ``indices``
+    None (then n == rows) or a contiguous 1-D int32 / int64 tensor of n entries on that device
+    (an entry outside [0, rows) writes nothing); ``vocab_size`` None or an int in [0, V]. Tensors
+    on any other device, or a process without Triton, take the checked path. It allocates nothing,
+    synchronises nothing and is safe to capture in a CUDA graph.
+    """
+    if _auto_cuda != "triton" or not logits.is_cuda:
+        apply_token_bitmask_inplace(logits, bitmask, indices, vocab_size)
+        return
+    width = logits.shape[1]
+    limit = 32 * bitmask.shape[1]
+    if vocab_size is not None and vocab_size < limit:
+        limit = vocab_size
+    if width < limit:
+        limit = width
+    _triton_module.apply_bitmask_triton(logits, bitmask, indices, limit)
 
 
 def _interpret() -> bool:
@@ -140,15 +177,18 @@ def _triton():
 
 
 def _choose_backend(backend: str, device: torch.device) -> str:
+    global _auto_cuda
     if backend == "auto":
         if device.type == "cuda":
-            try:
-                _triton()
-                return "triton"
-            except ValueError:
-                warnings.warn(f"thinkgate kernels: Triton unavailable ({_triton_error}); using torch ops",
-                              RuntimeWarning, stacklevel=3)
-                return "torch"
+            if _auto_cuda is None:
+                try:
+                    _triton()
+                    _auto_cuda = "triton"
+                except ValueError:
+                    warnings.warn(f"thinkgate kernels: Triton unavailable ({_triton_error}); using torch ops",
+                                  RuntimeWarning, stacklevel=3)
+                    _auto_cuda = "torch"
+            return _auto_cuda
         return "cpu" if device.type == "cpu" else "torch"
     if backend == "triton":
         if device.type != "cuda" and not (device.type == "cpu" and _interpret()):

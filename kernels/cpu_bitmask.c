@@ -13,6 +13,14 @@
 #include <unistd.h>
 
 #define CHUNK_TOKENS 32768
+/* The flags stay portable (kernels/cpu_build.py); the row loops are also compiled for AVX2 and
+   AVX-512 and picked at load time (an ifunc), so a row that is in cache is stored with the same
+   vector width as torch's own fill_ uses. */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && defined(__linux__)
+#define CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#else
+#define CLONES
+#endif
 #define BLOCK_WORDS 8
 #define MAX_THREADS 256
 #ifndef SPIN_NS
@@ -33,7 +41,7 @@ static inline void NAME##_word(T *p, uint32_t m, T neg) {                       
     }                                                                                  \
     while (z) { p[__builtin_ctz(z)] = neg; z &= z - 1u; }                              \
 }                                                                                      \
-static void NAME(T *row, const uint32_t *mask, int64_t a, int64_t b, int64_t limit, T neg) { \
+CLONES static void NAME(T *row, const uint32_t *mask, int64_t a, int64_t b, int64_t limit, T neg) { \
     int64_t bit_end = b < limit ? b : limit;                                           \
     int64_t t = a;                                                                     \
     while (t + 32 * BLOCK_WORDS <= bit_end) {                                          \
@@ -66,6 +74,80 @@ static void NAME(T *row, const uint32_t *mask, int64_t a, int64_t b, int64_t lim
 DEFINE_RANGE(range_u32, uint32_t)
 DEFINE_RANGE(range_u16, uint16_t)
 
+/* With AVX-512BW (picked at run time; the flags stay portable) a word's 32 tokens are one or two
+   masked stores whose mask is the word's zero bits: no branch per word, no read of the logits, only
+   the blocked columns written. Same contract and block structure as the generic loops above. */
+#if defined(__x86_64__) && defined(__GNUC__) && defined(__linux__)
+#include <immintrin.h>
+#define HAVE_AVX512 1
+
+__attribute__((target("avx512f,avx512bw")))
+static void range_u16_avx512(uint16_t *row, const uint32_t *mask, int64_t a, int64_t b, int64_t limit, uint16_t neg) {
+    const __m512i v = _mm512_set1_epi16((short)neg);
+    int64_t bit_end = b < limit ? b : limit;
+    int64_t t = a;
+    for (; t + 32 * BLOCK_WORDS <= bit_end; t += 32 * BLOCK_WORDS) {
+        const uint32_t *w = mask + (t >> 5);
+        uint32_t all = 0xFFFFFFFFu;
+        for (int q = 0; q < BLOCK_WORDS; q++) all &= w[q];
+        if (all == 0xFFFFFFFFu) continue;
+        for (int q = 0; q < BLOCK_WORDS; q++)
+            _mm512_mask_storeu_epi16(row + t + 32 * q, (__mmask32)~w[q], v);
+    }
+    for (; t + 32 <= bit_end; t += 32) _mm512_mask_storeu_epi16(row + t, (__mmask32)~mask[t >> 5], v);
+    if (t < bit_end) {
+        uint32_t below = (1u << (bit_end - t)) - 1u;   /* bit_end - t < 32 */
+        _mm512_mask_storeu_epi16(row + t, (__mmask32)(~mask[t >> 5] & below), v);
+    }
+    int64_t k = bit_end > a ? bit_end : a;
+    for (; k + 32 <= b; k += 32) _mm512_storeu_si512((void *)(row + k), v);
+    if (k < b) _mm512_mask_storeu_epi16(row + k, (__mmask32)((1u << (b - k)) - 1u), v);
+}
+
+__attribute__((target("avx512f,avx512bw")))
+static void range_u32_avx512(uint32_t *row, const uint32_t *mask, int64_t a, int64_t b, int64_t limit, uint32_t neg) {
+    const __m512i v = _mm512_set1_epi32((int)neg);
+    int64_t bit_end = b < limit ? b : limit;
+    int64_t t = a;
+    for (; t + 32 * BLOCK_WORDS <= bit_end; t += 32 * BLOCK_WORDS) {
+        const uint32_t *w = mask + (t >> 5);
+        uint32_t all = 0xFFFFFFFFu;
+        for (int q = 0; q < BLOCK_WORDS; q++) all &= w[q];
+        if (all == 0xFFFFFFFFu) continue;
+        for (int q = 0; q < BLOCK_WORDS; q++) {
+            uint32_t z = ~w[q];
+            _mm512_mask_storeu_epi32(row + t + 32 * q, (__mmask16)(z & 0xFFFFu), v);
+            _mm512_mask_storeu_epi32(row + t + 32 * q + 16, (__mmask16)(z >> 16), v);
+        }
+    }
+    for (; t + 32 <= bit_end; t += 32) {
+        uint32_t z = ~mask[t >> 5];
+        _mm512_mask_storeu_epi32(row + t, (__mmask16)(z & 0xFFFFu), v);
+        _mm512_mask_storeu_epi32(row + t + 16, (__mmask16)(z >> 16), v);
+    }
+    if (t < bit_end) {
+        uint32_t z = ~mask[t >> 5] & ((1u << (bit_end - t)) - 1u);
+        _mm512_mask_storeu_epi32(row + t, (__mmask16)(z & 0xFFFFu), v);
+        _mm512_mask_storeu_epi32(row + t + 16, (__mmask16)(z >> 16), v);
+    }
+    int64_t k = bit_end > a ? bit_end : a;
+    for (; k + 16 <= b; k += 16) _mm512_storeu_si512((void *)(row + k), v);
+    if (k < b) _mm512_mask_storeu_epi32(row + k, (__mmask16)((1u << (b - k)) - 1u), v);
+}
+
+static int g_avx512 = -1;  /* -1: not asked yet */
+
+static int use_avx512(void) {
+    int v = __atomic_load_n(&g_avx512, __ATOMIC_RELAXED);
+    if (v < 0) {
+        __builtin_cpu_init();
+        v = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && !getenv("THINKGATE_NO_AVX512");
+        __atomic_store_n(&g_avx512, v, __ATOMIC_RELAXED);
+    }
+    return v;
+}
+#endif
+
 typedef struct {
     char *logits;
     int64_t row_stride;      /* elements */
@@ -86,6 +168,15 @@ static void run_item(const job_t *j, int64_t item) {
     int64_t b = a + CHUNK_TOKENS < j->width ? a + CHUNK_TOKENS : j->width;
     int64_t r = j->rows ? j->rows[i] : i;
     const uint32_t *mask = (const uint32_t *)(j->bitmask + 4 * i * j->mask_stride);
+#ifdef HAVE_AVX512
+    if (use_avx512()) {
+        if (j->elem_size == 4)
+            range_u32_avx512((uint32_t *)j->logits + r * j->row_stride, mask, a, b, j->limit, j->neg);
+        else
+            range_u16_avx512((uint16_t *)j->logits + r * j->row_stride, mask, a, b, j->limit, (uint16_t)j->neg);
+        return;
+    }
+#endif
     if (j->elem_size == 4)
         range_u32((uint32_t *)j->logits + r * j->row_stride, mask, a, b, j->limit, j->neg);
     else

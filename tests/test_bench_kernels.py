@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 import torch
 from support import assert_table, read_rows
 
@@ -17,7 +18,7 @@ def test_bench_kernels_tiny(tmp_path, capsys):
     writes one row per (width, batch) with every column."""
     out = tmp_path / "kernels.jsonl"
     rc = bench_main(["kernels", "--batches", "1,4", "--vocabs", "4097", "--repeat", "2", "--rounds", "1",
-                     "--out", str(out)])
+                     "--device", "cpu", "--out", str(out)])
     assert rc == 0
     assert_table(capsys.readouterr().out, COLUMNS)
     rows = read_rows(out, "kernels", [*COLUMNS, "vocab_size", "dtype", "samples"])
@@ -26,6 +27,25 @@ def test_bench_kernels_tiny(tmp_path, capsys):
         for key in ("ours_us", "xgr_cpu_us", "fill_us", "torch_us"):
             assert r[key] > 0
         assert 0.0 < r["blocked_frac"] <= 1.0
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="the GPU table needs a CUDA device")
+def test_bench_kernels_gpu_tiny(tmp_path, capsys):
+    """The GPU table: one row per (dtype, width, batch, density), every time positive, each checked
+    against the reference inside the benchmark (it exits non-zero on a mismatch)."""
+    from bench.kernels_gpu import GPU_COLUMNS
+
+    out = tmp_path / "kernels.jsonl"
+    rc = bench_main(["kernels", "--device", "cuda", "--batches", "1,3", "--vocabs", "4097",
+                     "--dtypes", "float32,bfloat16", "--xgrammar-cuda", "off", "--out", str(out)])
+    assert rc == 0
+    assert_table(capsys.readouterr().out, GPU_COLUMNS)
+    rows = read_rows(out, "kernels", [c for c in GPU_COLUMNS if not c.startswith("xgr")])
+    assert len(rows) == 2 * 2 * 3
+    for r in rows:
+        for key in ("ours_us", "unchecked_us", "fill_us", "path_us", "h2d_us"):
+            assert r[key] > 0
+        assert 0.0 < r["floor_frac"]
 
 
 def test_realistic_bitmask_shape_and_densities():

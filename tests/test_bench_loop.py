@@ -24,7 +24,11 @@ def test_loop_tiny(tmp_path, capsys):
     assert_table(text, COLUMNS)
     checked = re.search(r"outputs checked: (\d+); invalid outputs: (\d+)", text)
     assert checked and int(checked[1]) > 0 and checked[2] == "0", text
-    rows = read_rows(out, "loop", [*COLUMNS, "errors", "vocab", "seed"])
+    rows = read_rows(out, "loop", [*COLUMNS, "errors", "vocab", "seed", "apply_x_p10", "apply_x_median", "apply_x_p90"])
+    # the apply floor is a fill_ of the same shape, timed around every step's apply: its spread is reported
+    for r in rows:
+        if r["apply_x_median"] == r["apply_x_median"]:  # not NaN: the row had masked steps
+            assert 0 < r["apply_x_p10"] <= r["apply_x_median"] <= r["apply_x_p90"]
     assert {(r["batch"], r["drafts"]) for r in rows} == {(1, 0), (4, 0), (1, 2), (4, 2)}
     assert all(r["invalid"] == 0 and r["errors"] == 0 for r in rows)
     assert sum(r["finished"] for r in rows) > 0

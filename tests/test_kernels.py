@@ -424,34 +424,6 @@ def test_cpu_kernel_works_in_a_forked_child():
     assert os.waitstatus_to_exitcode(status) == 0
 
 
-@pytest.mark.parametrize("dtype,block", [("fp32", 1024), ("bf16", 4096), ("fp16", 1024)])
-def test_triton_kernel_compiles_for_sm90_with_lane_contiguous_stores(dtype, block):
-    # No GPU needed: Triton compiles to a Hopper cubin with its bundled ptxas. The layout check
-    # guards the coalescing choice documented in kernels/triton_bitmask.py.
-    import triton
-    from triton.backends.compiler import GPUTarget
-    from triton.compiler import ASTSource
-    from triton.runtime.jit import JITFunction
-
-    from thinkgate.kernels import triton_bitmask
-
-    kernel = triton_bitmask._apply_bitmask_kernel
-    fn = JITFunction(kernel.fn, do_not_specialize=["n_logit_rows", "width", "limit"]) \
-        if not isinstance(kernel, JITFunction) else kernel
-    signature = {"logits_ptr": f"*{dtype}", "bitmask_ptr": "*i32", "indices_ptr": "*i32",
-                 "n_logit_rows": "i32", "width": "i32", "limit": "i32", "logits_row_stride": "i32",
-                 "bitmask_row_stride": "i32", "HAS_INDICES": "constexpr", "BLOCK": "constexpr"}
-    src = ASTSource(fn=fn, signature=signature, constexprs={"HAS_INDICES": True, "BLOCK": block},
-                    attrs={(0,): [["tt.divisibility", 16]], (1,): [["tt.divisibility", 16]],
-                           (6,): [["tt.divisibility", 16]]})
-    compiled = triton.compile(src, target=GPUTarget("cuda", 90, 32),
-                              options={"num_warps": triton_bitmask._block_and_warps(1 if block == 1024 else 8)[1],
-                                       "enable_fp_fusion": False})
-    assert compiled.asm["cubin"]
-    ttgir = compiled.asm["ttgir"]
-    assert "sizePerThread = [1, 1], threadsPerWarp = [1, 32]" in ttgir, ttgir[:400]
-
-
 def test_property_random_shapes_match_the_reference():
     # hypothesis drives shapes, vocab_size, row strides, dtypes, bit densities and indices.
     from hypothesis import HealthCheck, given, settings
@@ -514,3 +486,42 @@ def test_cpu_kernel_duplicate_indices_are_exact_at_every_thread_count(seed):
             cpu_bitmask.apply_bitmask_cpu(lib, out, bitmask, rows, width, threads)
             assert torch.equal(out, expected), f"seed={seed} threads={threads}: " \
                 f"{int((out != expected).sum())} logits differ"
+
+
+def test_unchecked_entry_point_off_cuda_takes_the_checked_path(seed):
+    """Without CUDA tensors (and a Triton launch chosen for them) the unchecked call validates and runs the
+    checked path: same result, same errors."""
+    from thinkgate.kernels import apply_token_bitmask_inplace_unchecked
+
+    gen = torch.Generator().manual_seed(seed)
+    logits = strided_logits(gen, 4, 3001, torch.bfloat16)
+    bitmask = random_bitmask(gen, 3, 94, density=0.5)
+    expected = logits.clone()
+    apply_token_bitmask_reference(expected, bitmask, [3, 0, 3], 2990)
+    apply_token_bitmask_inplace_unchecked(logits, bitmask, torch.tensor([3, 0, 3]), 2990)
+    assert torch.equal(logits, expected), f"seed={seed}"
+    with pytest.raises(ValueError, match="bitmask must be int32"):
+        apply_token_bitmask_inplace_unchecked(logits, bitmask.to(torch.int64))
+
+
+@pytest.mark.slow
+def test_cpu_kernel_generic_loops_match_the_reference_without_avx512(tmp_path):
+    """On an AVX-512 machine the C kernel takes its masked-store loops; THINKGATE_NO_AVX512=1 (read once per
+    process) forces the generic loops, which other CPUs run: they must match the reference too."""
+    code = ("import torch; from thinkgate.kernels import cpu_bitmask, apply_token_bitmask_reference\n"
+            "k = cpu_bitmask.load_library(); g = torch.Generator().manual_seed(7); ok = True\n"
+            "for dtype in (torch.float32, torch.bfloat16, torch.float16):\n"
+            "  for width in (1, 31, 33, 1000, 32769, 70001):\n"
+            "    words = -(-width // 32)\n"
+            "    for p in (0.001, 0.5, 0.999):\n"
+            "      bits = torch.rand((4, words, 32), generator=g) < p\n"
+            "      m = (bits.long() << torch.arange(32)).sum(-1); m = (m - (m >= 2**31).long() * 2**32).to(torch.int32)\n"
+            "      x = torch.randn((5, width + 3), generator=g).to(dtype)[:, :width]; y = x.clone()\n"
+            "      vocab = max(0, width - 5); idx = torch.tensor([4, 0, 4, 2])\n"
+            "      cpu_bitmask.apply_bitmask_cpu(k, x, m, idx, min(vocab, 32 * words), 2)\n"
+            "      apply_token_bitmask_reference(y, m, idx.tolist(), vocab); ok &= torch.equal(x, y)\n"
+            "print(ok)")
+    for env in ({"THINKGATE_NO_AVX512": "1"}, {}):
+        out = _load_in_fresh_process(tmp_path, env, code)
+        assert out.returncode == 0, out.stderr
+        assert out.stdout.split() == ["True"], (env, out.stdout + out.stderr)
