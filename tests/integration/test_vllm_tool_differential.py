@@ -236,3 +236,24 @@ QWEN3_XML_TESTS = [
 for _name in ("qwen3_xml", "qwen3_coder"):
     for _t in QWEN3_XML_TESTS:
         td.add(_name, td.Case(_t, f"vllm-test:{_name}"))
+
+
+def test_declared_tools_only_is_an_option_of_the_plugin(monkeypatch) -> None:
+    """Undeclared tools are read by default (vLLM reads them); THINKGATE_VLLM_DECLARED_TOOLS_ONLY=1 keeps them
+    as content. ``request=None`` and text-only deltas read the same calls as the whole output."""
+    from vllm.tool_parsers import ToolParserManager
+
+    import thinkgate.structured_output.vllm_tool_plugin  # noqa: F401
+
+    tok, v = tokenizer("qwen3_6"), vocab("qwen3_6")
+    case = td.Case('<tool_call>\n{"name": "lookup", "arguments": {"k": 1}}\n</tool_call>', "vllm-test", TOOLS[:1])
+    cls = ToolParserManager.get_tool_parser("thinkgate_hermes")
+    ids = v.encode(case.text)
+    assert td.whole(cls(tok), case).calls == (("lookup", {"k": 1}),)
+    none = td.Case(case.text, "vllm-test", request_none=True)
+    assert td.whole(cls(tok), none).calls == (("lookup", {"k": 1}),)
+    assert td.streamed(cls(tok), none, ids, [v.decode([t]) for t in ids], with_ids=False).calls == \
+        (("lookup", {"k": 1}),)
+    monkeypatch.setenv("THINKGATE_VLLM_DECLARED_TOOLS_ONLY", "1")
+    got = td.whole(cls(tok), case)
+    assert got.calls == () and got.content == case.text
