@@ -12,17 +12,18 @@ A :class:`MarkedJsonFormat` is declared by literals, as its model's chat templat
 
 The constraint (structural tag, after the thinking):
 
-- ``required`` / named: optional leading whitespace, then a block: ``open``, a JSON value of the JSON schema
-  of the calls (``tool_calls_json_schema``: a list with at least one item, at most one when one call is
-  allowed; or one call object, blocks repeated with ``sep`` when several calls are allowed), ``close``;
+- ``required`` / named: optional leading whitespace, then a block: ``open``, the body, ``close``. The body
+  is a list of call objects (at least one, at most one when one call is allowed) or one call object (blocks
+  repeated with ``sep`` when several calls are allowed). A call object is ``{"name": "<tool>", "<arguments
+  key>": <arguments>}`` with JSON whitespace between its tokens, the arguments as :class:`~.args.JsonArgs`
+  builds them (the caller's key order, checked at the end: ``key_check.py``);
 - ``auto`` (when strictness asks) / ``none``: free text in which the first piece of ``open`` (a control token
-  or, for a marker that is text, that text) can only start a block, or cannot occur. A format without
-  ``open`` builds no ``auto`` / ``none`` constraint (a JSON schema cannot also admit free text), as the
-  ``json`` format does.
+  or, for a marker that is text, that text) can only start a block, or cannot occur. Without ``open``: the
+  list, or text whose first character after whitespace is not ``[`` (``none``: that text only).
 
 JSON whitespace inside the block is free up to the cap (``max_whitespace``; a format whose template
-pretty-prints raises the cap to :attr:`MarkedJsonFormat.indent_whitespace`). Key order is the schema's:
-``name`` then the arguments key.
+pretty-prints raises the cap to :attr:`MarkedJsonFormat.indent_whitespace`). A call object's keys are
+``name`` then the arguments key, as every template of the group writes them.
 
 The reader: each occurrence of ``open`` (its trailing whitespace optional, any of ``alt_opens`` too), then
 whitespace, then the JSON body (decoded whole: nested brackets and strings are the decoder's business), then
@@ -47,18 +48,20 @@ from typing import Any, Literal
 
 from thinkgate.reasoning.vocabulary import Vocabulary
 
-from .args import _DECODER, _skip_ws
+from .args import _DECODER, JsonArgs, _skip_ws
 from .call_delta import whole_call_deltas
 from .engine import DEFAULT_TOOL_MAX_WHITESPACE, LEAD_WHITESPACE, ToolFormat, join_content
 from .marked import MAX_ARGUMENT_DEPTH, MarkedText, json_depth_ok
 from .pending import PendingText, Piece
 from .policy import CallPolicy
-from .request import ToolRequest, tool_calls_json_schema
+from .request import ToolRequest, ToolSpec
 from .results import ToolCall, ToolCallsResult
 from .stream import EMPTY, ContentGate, HeldStream, ToolStream, ToolStreamDelta
-from .syntax import Fmt, LiteralText, any_tokens, json_fmt, regex, seq, structural_tag, tag
+from .syntax import Fmt, LiteralText, any_tokens, const, opt, or_, regex, seq, star, structural_tag, tag
 
 __all__ = ["MarkedJsonFormat", "object_members"]
+
+_ARGS = JsonArgs()  # a call's arguments: JSON, keys in the caller's order (args.py)
 
 
 def object_members(text: str, i: int) -> list[tuple[str, int, int]]:
@@ -145,9 +148,27 @@ class MarkedJsonFormat(ToolFormat):
             return max_whitespace
         return max(max_whitespace, self.indent_whitespace)
 
+    def any_order_tools(self, request: ToolRequest) -> list[str]:
+        return [t.name for t in request.function_tools if _ARGS.any_order(t)]
+
+    def _call_object(self, t: ToolSpec, lit: LiteralText, ws: int | None) -> Fmt:
+        """``{"name": "<t>", "<arguments key>": <its arguments>}``, JSON whitespace free up to the cap."""
+        w = regex(r"[ \t\r\n]*" if ws is None else r"[ \t\r\n]{0,%d}" % ws)
+        key = json.dumps(self.arg_keys[0], ensure_ascii=False)
+        return seq(const("{"), w, const('"name"'), w, const(":"), w, const(json.dumps(t.name, ensure_ascii=False)),
+                   w, const(","), w, const(key), w, const(":"), w, _ARGS.build(t, lit, ws), w, const("}"))
+
     def _block(self, request: ToolRequest, lit: LiteralText, ws: int | None) -> Fmt:
-        schema = tool_calls_json_schema(request, args_key=self.arg_keys[0], array=self.body == "list")
-        return seq(lit(self.open), json_fmt(schema, max_whitespace=ws), lit(self.close))
+        """One block: ``open``, the body (a list of calls, at most one when one call is allowed; or one
+        call object), ``close``."""
+        calls = or_(*[self._call_object(t, lit, ws) for t in request.function_tools])
+        if self.body == "list":
+            w = regex(r"[ \t\r\n]*" if ws is None else r"[ \t\r\n]{0,%d}" % ws)
+            more = None if request.max_calls == 1 else star(seq(w, const(","), w, calls))
+            body = seq(const("["), w, calls, more, w, const("]"))
+        else:
+            body = calls
+        return seq(lit(self.open), body, lit(self.close))
 
     def structural_tag(self, request: ToolRequest, *, vocabulary: Vocabulary | None = None,
                        max_whitespace: int | None = DEFAULT_TOOL_MAX_WHITESPACE) -> dict[str, Any] | None:
@@ -155,9 +176,12 @@ class MarkedJsonFormat(ToolFormat):
         ws = self._cap(max_whitespace)
         required = request.mode in ("required", "named")
         if not self.open:
-            if not required:
-                return None  # no syntax to tell calls from free text
-            return structural_tag(seq(regex(LEAD_WHITESPACE), self._block(request, lit, ws)))
+            # the output is the list, or text that does not start with "[" (what the reader tells apart)
+            text = opt(seq(regex(r"[ \t\r\n]*[^\[ \t\r\n]"), {"type": "any_text"}))
+            if request.mode == "none" or not request.function_tools:
+                return structural_tag(text)
+            block = seq(regex(LEAD_WHITESPACE), self._block(request, lit, ws))
+            return structural_tag(block if required else or_(block, text))
         is_token, trigger = lit.split(self.open)[0]
         if self.markers and not is_token and any(self.open.startswith(m) for m in self.markers):
             raise ValueError(f"tool format {self.name!r}: the vocabulary {getattr(vocabulary, 'name', None)!r} "
