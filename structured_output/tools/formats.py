@@ -193,8 +193,8 @@ register_tool_format(MarkedJsonFormat(
 
 register_tool_format(MarkedJsonFormat(
     name="granite", description='Granite 3.x: <|tool_call|>[{"name": ..., "arguments": {...}}, ...] (3.1: <tool_call>)',
-    markers=("<|tool_call|>",), open="<|tool_call|>", body="list", alt_opens=("<tool_call>",),
-    indent_whitespace=_PRETTY))
+    markers=("<|tool_call|>", "<tool_call>"), open="<|tool_call|>", body="list", alt_opens=("<tool_call>",),
+    indent_whitespace=_PRETTY, arguments_first=True))  # vLLM's tests: "granite emits arguments before name"
 
 register_tool_format(MarkedJsonFormat(
     name="granite_20b_fc", aliases=("granite-20b-fc",),

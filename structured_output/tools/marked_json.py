@@ -23,7 +23,8 @@ The constraint (structural tag, after the thinking):
 
 JSON whitespace inside the block is free up to the cap (``max_whitespace``; a format whose template
 pretty-prints raises the cap to :attr:`MarkedJsonFormat.indent_whitespace`). A call object's keys are
-``name`` then the arguments key, as every template of the group writes them.
+``name`` then the arguments key, as the templates write them; a family whose model also writes them the
+other way round (Granite) admits both (:attr:`MarkedJsonFormat.arguments_first`).
 
 The reader: each occurrence of ``open`` (its trailing whitespace optional, any of ``alt_opens`` too), then
 whitespace, then the JSON body (decoded whole: nested brackets and strings are the decoder's business), then
@@ -128,6 +129,8 @@ class MarkedJsonFormat(ToolFormat):
     """Other opening texts the reader takes (never written by the constraint)."""
     indent_whitespace: int | None = None
     """The template pretty-prints the JSON: the whitespace cap is raised to at least this."""
+    arguments_first: bool = False
+    """The model also writes the arguments before the name (the constraint admits both orders)."""
 
     def __post_init__(self) -> None:
         if self.body not in ("list", "object"):
@@ -152,11 +155,16 @@ class MarkedJsonFormat(ToolFormat):
         return [t.name for t in request.function_tools if _ARGS.any_order(t)]
 
     def _call_object(self, t: ToolSpec, lit: LiteralText, ws: int | None) -> Fmt:
-        """``{"name": "<t>", "<arguments key>": <its arguments>}``, JSON whitespace free up to the cap."""
+        """``{"name": "<t>", "<arguments key>": <its arguments>}``, JSON whitespace free up to the cap (with
+        :attr:`arguments_first`, the two members in either order)."""
         w = regex(r"[ \t\r\n]*" if ws is None else r"[ \t\r\n]{0,%d}" % ws)
         key = json.dumps(self.arg_keys[0], ensure_ascii=False)
-        return seq(const("{"), w, const('"name"'), w, const(":"), w, const(json.dumps(t.name, ensure_ascii=False)),
-                   w, const(","), w, const(key), w, const(":"), w, _ARGS.build(t, lit, ws), w, const("}"))
+        name = seq(const('"name"'), w, const(":"), w, const(json.dumps(t.name, ensure_ascii=False)))
+        args = seq(const(key), w, const(":"), w, _ARGS.build(t, lit, ws))
+        members = seq(name, w, const(","), w, args)
+        if self.arguments_first:
+            members = or_(members, seq(args, w, const(","), w, name))
+        return seq(const("{"), w, members, w, const("}"))
 
     def _block(self, request: ToolRequest, lit: LiteralText, ws: int | None) -> Fmt:
         """One block: ``open``, the body (a list of calls, at most one when one call is allowed; or one
