@@ -156,7 +156,8 @@ def _ids(fmt: str, text: str) -> tuple[Any, list[int]]:
 @pytest.mark.parametrize(("fmt", "text", "calls", "content"), CASES, ids=[f"{c[0]}-{i}" for i, c in enumerate(CASES)])
 def test_ids_read_as_text_and_streaming_equals_whole(fmt: str, text: str, calls, content) -> None:
     """From the family's vocabulary's ids (markers as control tokens): the same reading; every chunking of
-    the ids streams to the whole reading (content, calls, and the fragments joined per call)."""
+    the ids streams to the whole reading (content, calls, and the fragments joined per call), held or with
+    the calls sent as they are written (``stream_arguments``)."""
     v, ids = _ids(fmt, text)
     reader = get_tool_reader(fmt, TOOLS, "auto")
     whole = reader.read_ids(ids, v)
@@ -166,7 +167,8 @@ def test_ids_read_as_text_and_streaming_equals_whole(fmt: str, text: str, calls,
         cuts = sorted(rnd.sample(range(1, len(ids)), min(len(ids) - 1, rnd.randint(0, 12)))) if len(ids) > 1 else []
         if trial == 0:
             cuts = list(range(1, len(ids)))  # one token at a time
-        st, dec = reader.stream(v), MarkedDecoder(v)
+        # odd trials: as a constrained request's stream (calls go out from their names on)
+        st, dec = reader.stream(v, stream_arguments=bool(trial % 2)), MarkedDecoder(v)
         out, got_calls, frags = [], [], {}
         bounds = [0, *cuts, len(ids)]
         for k, (a, b) in enumerate(zip(bounds, bounds[1:])):

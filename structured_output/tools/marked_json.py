@@ -31,7 +31,8 @@ whitespace, then the JSON body (decoded whole: nested brackets and strings are t
 whitespace and ``close``; each call object needs a string ``name`` and its arguments under one of
 ``arg_keys`` (an object; with ``string_args`` also a JSON string holding an object, passed on as that
 string). A block that does not read stays content and the search goes on after its opening marker. Each
-call passes the request's rules (:class:`~.policy.CallPolicy`) or its object's text stays content;
+call passes the request's rules (:class:`~.policy.CallPolicy`) or its object's text stays content (without
+``open``: the refused objects' texts joined by ``", "``; a list none of whose calls pass is all content);
 whitespace between two blocks is dropped. Arguments are the object's text as written.
 
 The streaming reader streams content until the first piece of an opening marker, then holds the rest and
@@ -43,6 +44,7 @@ from __future__ import annotations
 
 import functools
 import json
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -50,13 +52,15 @@ from typing import Any, Literal
 from thinkgate.reasoning.vocabulary import Vocabulary
 
 from .args import _DECODER, JsonArgs, _skip_ws
-from .call_delta import whole_call_deltas
+from .arg_stream import BracketDepth
+from .call_delta import CallDelta, merge_call_deltas
+from .live_block import LiveCall
 from .engine import DEFAULT_TOOL_MAX_WHITESPACE, LEAD_WHITESPACE, ToolFormat, join_content
 from .marked import MAX_ARGUMENT_DEPTH, MarkedText, json_depth_ok
 from .pending import PendingText, Piece
 from .policy import CallPolicy
 from .request import ToolRequest, ToolSpec
-from .results import ToolCall, ToolCallsResult
+from .results import ToolCall, ToolCallsResult, new_call_id
 from .stream import EMPTY, ContentGate, HeldStream, ToolStream, ToolStreamDelta
 from .syntax import Fmt, LiteralText, any_tokens, const, opt, or_, regex, seq, star, structural_tag, tag
 
@@ -304,10 +308,16 @@ class MarkedJsonFormat(ToolFormat):
                 return [text], []
             if _skip_ws(text, end) != len(text):
                 return [text], []
-            kept = [c for c, _, _ in block]
-            if not all(policy.accepts(c.name, c.arguments, first_index + i) for i, c in enumerate(kept)):
-                return [text], []  # one JSON document: the calls or content
-            return [], kept
+            kept: list[ToolCall] = []
+            refused: list[str] = []
+            for call, cs, ce in block:
+                if policy.accepts(call.name, call.arguments, first_index + len(kept)):
+                    kept.append(call)
+                else:
+                    refused.append(text[cs:ce])
+            if not kept:
+                return [text], []
+            return [", ".join(refused)], kept
         parts: list[str] = []
         pos = scan = 0
         while True:
@@ -344,17 +354,23 @@ class MarkedJsonFormat(ToolFormat):
 
     def new_stream(self, request: ToolRequest, policy: CallPolicy, vocabulary: Vocabulary, *,
                    stream_arguments: bool = False) -> ToolStream:
-        if not self.open:
+        if not self.open and not stream_arguments:
             return HeldStream(self, request, policy, vocabulary)
-        return MarkedJsonStream(self, request, policy, vocabulary)
+        return MarkedJsonStream(self, request, policy, vocabulary, stream_arguments=stream_arguments)
 
 
 class MarkedJsonStream(ToolStream):
     """Content streams until the first piece of an opening marker; from there the output is held and read
-    whole at ``finish`` (see the module docstring). O(the feed) per feed."""
+    whole at ``finish`` (see the module docstring). O(the feed) per feed.
+
+    With ``stream_arguments`` (the output was written under the request's constraint), a scanner follows
+    the held blocks as they come (:class:`_CallScanner`): a call's first delta goes out once its name is
+    read and allowed, then its arguments' text as written; whatever the scanner cannot follow stops the
+    early sending, and ``finish`` completes the calls sent from the whole reading (or they keep the text
+    sent, as the stream contract says)."""
 
     def __init__(self, fmt: MarkedJsonFormat, request: ToolRequest, policy: CallPolicy,
-                 vocabulary: Vocabulary) -> None:
+                 vocabulary: Vocabulary, *, stream_arguments: bool = False) -> None:
         self._fmt, self._request, self._policy = fmt, request, policy
         special = frozenset(vocabulary.special_tokens)
         lit = LiteralText([m for m in fmt.markers if m in special])
@@ -365,9 +381,10 @@ class MarkedJsonStream(ToolStream):
         self._tail = max((len(t) for t in self._texts), default=1) - 1
         self._gate = ContentGate()
         self._held = PendingText(special)
-        self._holding = False
+        self._holding = not fmt.open  # without an opening marker the output is the list
         self._buf = ""  # plain text not yet let out: it may end with the start of an opening text
         self._scanned = 0
+        self._scanner = _CallScanner(fmt, policy, self._tokens, self._texts) if stream_arguments else None
 
     @property
     def scanned(self) -> int:
@@ -375,31 +392,39 @@ class MarkedJsonStream(ToolStream):
 
     def feed(self, pieces: Sequence[Piece]) -> ToolStreamDelta:
         out: list[str] = []
+        frags: list[CallDelta] = []
         for text, control in pieces:
             self._scanned += len(text)
             if self._holding:
-                self._held.append(text, control)
+                self._hold(text, control, frags)
             elif control:
                 out.append(self._gate.text(self._buf))
                 self._buf = ""
                 if text in self._tokens:
                     self._holding = True
-                    self._held.append(text, True)
+                    self._hold(text, True, frags)
                 else:
                     out.append(self._gate.text(text))
             else:
-                self._plain(text, out)
+                self._plain(text, out, frags)
         content = "".join(out)
-        return ToolStreamDelta(content) if content else EMPTY
+        if not content and not frags:
+            return EMPTY
+        return ToolStreamDelta(content, (), merge_call_deltas(frags))
 
-    def _plain(self, text: str, out: list[str]) -> None:
+    def _hold(self, text: str, control: bool, frags: list[CallDelta]) -> None:
+        self._held.append(text, control)
+        if self._scanner is not None:
+            self._scanner.feed(text, control, frags)
+
+    def _plain(self, text: str, out: list[str], frags: list[CallDelta]) -> None:
         buf = self._buf + text
         hit = min((i for i in (buf.find(t) for t in self._texts) if i >= 0), default=-1)
         if hit >= 0:
             out.append(self._gate.text(buf[:hit]))
             self._buf = ""
             self._holding = True
-            self._held.append(buf[hit:], False)
+            self._hold(buf[hit:], False, frags)
             return
         # keep the longest tail that may start an opening text
         keep = 0
@@ -414,11 +439,194 @@ class MarkedJsonStream(ToolStream):
         out = [self._gate.text(self._buf)]
         self._buf = ""
         calls: list[ToolCall] = []
+        frags: list[CallDelta] = []
         if self._holding:
             src = self._held.marked()
             self._scanned += len(src.text)
             self._held.clear()
-            parts, calls = self._fmt.scan(src, self._request, self._policy)
+            parts, read = self._fmt.scan(src, self._request, self._policy)
+            sent = self._scanner.calls if self._scanner is not None else []
+            if len(read) < len(sent):
+                calls = [ToolCall(c.name, c.arguments_sent(), c.id) for c in sent]  # they keep the text sent
+                frags = []
+                parts = []
+            else:
+                for i, c in enumerate(read):
+                    if i < len(sent):
+                        rest, decided = sent[i].decided(c)
+                        frags.append(rest)
+                        calls.append(decided)
+                    else:
+                        frags.append(CallDelta(i, c.arguments, c.name, c.id))
+                        calls.append(c)
             out.append(self._gate.text("".join(parts)))
         out.append(self._gate.finish())
-        return ToolStreamDelta("".join(out), tuple(calls), whole_call_deltas(calls, 0))
+        return ToolStreamDelta("".join(out), tuple(calls), merge_call_deltas(frags))
+
+
+_STRING_STOP = re.compile(r'[\\"]')
+
+# scanner states
+_SEEK, _OPENER, _ITEM, _KEY_OR_CLOSE, _KEY, _COLON, _VALUE, _NAME, _IN_ARGS, _AFTER_VALUE, _AFTER_ITEM = range(11)
+
+
+class _CallScanner:
+    """Follows the held blocks of a constrained output as they come (see :class:`MarkedJsonStream`): after an
+    opening marker's first piece it goes on to the body (``[`` or ``{``), then reads call objects: a ``name``
+    string (held until its closing quote, then decoded), arguments (an object, sent as written once the call
+    is out; held before). Between an opening marker and the body only whitespace (and the marker's other
+    control tokens). O(the text fed). Anything else stops it for good (``finish`` decides)."""
+
+    def __init__(self, fmt: MarkedJsonFormat, policy: CallPolicy, tokens: frozenset[str],
+                 texts: tuple[str, ...]) -> None:
+        self._fmt, self._policy = fmt, policy
+        self._tokens, self._texts = tokens, texts
+        self._list = fmt.body == "list"
+        self._state = _OPENER if not fmt.open else _SEEK
+        self._broken = False
+        self._escape = False
+        self._str: list[str] = []
+        self._key = ""
+        self._depth = BracketDepth()
+        self._seek = ""  # plain text seen while looking for the next opening marker (a text one may be split)
+        self.calls: list[LiveCall] = []
+        self._call: LiveCall | None = None
+        self._held_args: list[str] = []
+        self._args_done = False
+
+    def feed(self, text: str, control: bool, out: list[CallDelta]) -> None:
+        if self._broken:
+            return
+        if control:
+            if self._state == _SEEK and text in self._tokens:
+                self._state, self._seek = _OPENER, ""
+            elif self._state not in (_SEEK, _OPENER):
+                self._broken = True  # a control token inside the JSON: the whole reader decides
+            return
+        self._scan(text, out)
+
+    def _scan(self, t: str, out: list[CallDelta]) -> None:
+        i, n = 0, len(t)
+        while i < n and not self._broken:
+            st = self._state
+            if st == _SEEK:
+                s = self._seek + t[i:]
+                hit = min((k + len(x) for x in self._texts for k in [s.find(x)] if k >= 0), default=-1)
+                if hit < 0:
+                    self._seek = s[-max((len(x) for x in self._texts), default=1):]
+                    return
+                i += hit - len(self._seek)
+                self._seek, self._state = "", _OPENER
+                continue
+            if st == _OPENER:  # whitespace, then the body
+                i = _skip_ws(t, i)
+                if i == n:
+                    return
+                if t[i] != ("[" if self._list else "{"):
+                    self._broken = True
+                    return
+                i = i + 1 if self._list else i
+                self._state = _ITEM
+                continue
+            if st in (_KEY, _NAME):
+                e = self._string(t, i)
+                self._str.append(t[i:] if e < 0 else t[i:e - 1])
+                if sum(map(len, self._str)) > 4096:
+                    self._broken = True
+                    return
+                if e < 0:
+                    return
+                i = e
+                raw, self._str = "".join(self._str), []
+                try:
+                    value = json.loads('"' + raw + '"')
+                except ValueError:
+                    self._broken = True
+                    return
+                if st == _KEY:
+                    self._key, self._state = value, _COLON
+                else:
+                    self._named(value, out)
+                    self._state = _AFTER_VALUE
+                continue
+            if st == _IN_ARGS:
+                close = self._depth.first_close(t, 0, i)
+                end = n if close < 0 else close
+                self._arguments(t[i:end], out)
+                i = end
+                if close >= 0:
+                    self._args_done, self._state = True, _AFTER_VALUE
+                continue
+            i = _skip_ws(t, i)
+            if i == n:
+                return
+            c = t[i]
+            if st == _ITEM and c == "{":
+                self._call, self._held_args, self._args_done = None, [], False
+                self._state = _KEY_OR_CLOSE
+            elif st == _KEY_OR_CLOSE and c == '"':
+                self._state = _KEY
+            elif st == _COLON and c == ":":
+                self._state = _VALUE
+            elif st == _VALUE and c == '"' and self._key == "name" and self._call is None:
+                self._state = _NAME
+            elif st == _VALUE and c == "{" and self._key in self._fmt.arg_keys and not self._args_done:
+                self._depth = BracketDepth()
+                self._state = _IN_ARGS
+                continue  # the bracket is the arguments' first character
+            elif st == _AFTER_VALUE and c == ",":
+                self._state = _KEY_OR_CLOSE
+            elif st == _AFTER_VALUE and c == "}" and self._call is not None and self._args_done:
+                self._state = _AFTER_ITEM if self._list else _SEEK
+                if not self._list:
+                    self._after_block()
+            elif st == _AFTER_ITEM and c == ",":
+                self._state = _ITEM
+            elif st == _AFTER_ITEM and c == "]":
+                self._state = _SEEK
+                self._after_block()
+            else:
+                self._broken = True
+                return
+            i += 1
+
+    def _after_block(self) -> None:
+        if not self._fmt.open:
+            self._broken = True  # one list: nothing more to follow
+        self._seek = ""
+
+    def _string(self, t: str, i: int) -> int:
+        n = len(t)
+        while i < n:
+            if self._escape:
+                self._escape = False
+                i += 1
+                continue
+            m = _STRING_STOP.search(t, i)
+            if m is None:
+                return -1
+            if m.group() == "\\":
+                self._escape = True
+                i = m.end()
+                continue
+            return m.end()
+        return -1
+
+    def _named(self, name: str, out: list[CallDelta]) -> None:
+        index = len(self.calls)
+        if self._policy.tool(name) is None or self._policy.full(index):
+            self._broken = True
+            return
+        call = LiveCall(index, new_call_id(), name, list(self._held_args))
+        self.calls.append(call)
+        self._call = call
+        out.append(CallDelta(index, "".join(self._held_args), name, call.id))
+
+    def _arguments(self, text: str, out: list[CallDelta]) -> None:
+        if not text:
+            return
+        if self._call is None:
+            self._held_args.append(text)
+        else:
+            self._call.sent.append(text)
+            out.append(CallDelta(self._call.index, text))
