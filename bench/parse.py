@@ -30,6 +30,7 @@ from bench.harness import int_list
 DESCRIPTION = "front-end Parser: per-delta cost (parse_delta) at 1k / 10k / 100k output tokens, per tool format"
 
 _ARGS = '{"location": "Paris"}'
+_CHATML = "<|im_start|>user\nWeather?<|im_end|>\n<|im_start|>assistant\n"  # a ChatML turn, no thinking
 _QWEN = ("<|im_start|>user\nWeather?<|im_end|>\n<|im_start|>assistant\n<think>\n",
          "The user wants the weather; I should call a tool.\n</think>\n\n")
 _DS = ("<｜User｜>Weather?<｜Assistant｜><think>", "The user wants the weather; I should call a tool.</think>")
@@ -73,7 +74,20 @@ CASES: dict[str, tuple[str | None, str, str, str]] = {
                f"<|end|><|start|>assistant<|channel|>commentary to=functions.get_weather <|constrain|>json"
                f"<|message|>{_ARGS}<|call|>"),
     "json": ("qwen3", *_QWEN, f'{{"name": "get_weather", "parameters": {_ARGS}}}'),
+    # json_lists (no reasoning parser: these models do not think here)
+    "phi4_mini_json": (None, _CHATML, "", f'functools[{{"name": "get_weather", "arguments": {_ARGS}}}]'),
+    "xlam": (None, _CHATML, "", f'{{"name": "get_weather", "arguments": {_ARGS}}}'),
+    "jamba": (None, "<|bom|>user\nWeather?<|eom|><|bom|>assistant\n", "",
+              f'<tool_calls>[{{"name": "get_weather", "arguments": {_ARGS}}}]</tool_calls>'),
+    "granite": (None, "<|start_of_role|>user<|end_of_role|>Weather?<|end_of_text|>\n<|start_of_role|>assistant"
+                "<|end_of_role|>", "", f'<|tool_call|>[{{"name": "get_weather", "arguments": {_ARGS}}}]'),
+    "granite_20b_fc": (None, "USER: Weather?\nASSISTANT:", "",
+                       f'<function_call> {{"name": "get_weather", "arguments": {_ARGS}}}'),
+    "internlm": (None, _CHATML, "", '<|action_start|><|plugin|>\n{"name": "get_weather", "arguments": '
+                 f'{_ARGS}}}<|action_end|>'),
 }
+LIST_OUTPUT = ("json", "xlam")
+"""Formats whose output is one JSON list of calls: the bench fills it with calls, not content."""
 KWARGS: dict[str, dict[str, Any]] = {"gemma4": {"enable_thinking": True}}
 
 CONTENT = ("The forecast for Paris is mild: 18 °C, light wind <3 m/s>, humidity {62%} [stable]. "
@@ -109,7 +123,7 @@ def _output(fmt: str, vocab: Any, n: int, window: int) -> tuple[list[int], int]:
     """The output ids of ``n`` tokens (at least the tail), and how many tokens come before the timed ones."""
     reasoning, _, thinking, call = CASES[fmt]
     head = vocab.encode(thinking) if thinking else []
-    if fmt == "json":
+    if fmt in LIST_OUTPUT:
         one = vocab.encode(call)
         sep = vocab.encode(", ")
         k = max(1, (n - 2) // (len(one) + len(sep)))

@@ -22,7 +22,7 @@ __all__ = ["SYNTHETIC_FAMILIES", "synthetic_vocabulary", "format_vocabulary", "F
 # `qwen3_5`, `qwen3_6`),
 # DeepSeek V4 (`deepseek_v3`, `deepseek_v31`, `deepseek_v32`, `deepseek_v4`), Magistral's tekken
 # (`mistral`). No offline vocabulary has the markers of Kimi K2, GLM-4.7, MiniMax M2, Gemma 4, gpt-oss
-# (harmony) or Llama 3: for those, `synthetic_vocabulary` is the Qwen3.6 table plus that family's
+# (harmony), Llama 3, Jamba, Granite 3 or InternLM2: for those, `synthetic_vocabulary` is the Qwen3.6 table plus that family's
 # special tokens appended as control tokens (its name says `synthetic`). Token ids of the appended
 # markers are therefore not the real model's; the grammar and the readers only ever see them as tokens.
 
@@ -40,6 +40,10 @@ SYNTHETIC_FAMILIES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
                "<|python_tag|>"), ("<|eot_id|>", "<|eom_id|>")),
     "harmony": (("<|start|>", "<|end|>", "<|message|>", "<|channel|>", "<|constrain|>", "<|return|>", "<|call|>"),
                 ("<|return|>", "<|call|>")),
+    # -- json_lists
+    "jamba": (("<|startoftext|>", "<|bom|>", "<|eom|>", "<tool_calls>", "</tool_calls>"), ("<|eom|>",)),
+    "granite": (("<|start_of_role|>", "<|end_of_role|>", "<|end_of_text|>", "<|tool_call|>"), ("<|end_of_text|>",)),
+    "internlm": (("<|action_start|>", "<|action_end|>", "<|plugin|>", "<|interpreter|>"), ("<|im_end|>",)),
 }
 
 FORMAT_VOCABULARY: dict[str, str] = {
@@ -48,6 +52,8 @@ FORMAT_VOCABULARY: dict[str, str] = {
     "deepseek_v4": "deepseek_v4", "mistral": "magistral",
     "kimi_k2": "kimi", "glm47": "glm", "glm45": "glm", "minimax_m2": "minimax", "gemma4": "gemma", "llama3_json": "llama",
     "openai": "harmony",
+    "phi4_mini_json": "qwen3_6", "xlam": "qwen3_6", "granite_20b_fc": "qwen3_6", "jamba": "jamba", "granite": "granite",
+    "internlm": "internlm",
 }
 """Format -> the vocabulary its tests and benchmarks use (a real name or a synthetic family)."""
 

@@ -275,6 +275,21 @@ FAMILIES: dict[str, Family] = {f.fmt: f for f in [
     Family("openai", "harmony", "openai_gptoss", "<|start|>user<|message|>Weather?<|end|><|start|>assistant",
            "<|channel|>analysis<|message|>I should call a tool.<|end|><|start|>assistant",
            lambda n, a, i: f"<|channel|>commentary to=functions.{n} <|constrain|>json<|message|>{_j(a)}"),
+    # -- json_lists: models without a reasoning parser here; their calls as their templates write them
+    Family("phi4_mini_json", "qwen3_6", None, "<|im_start|>user\nWeather?<|im_end|>\n<|im_start|>assistant\n", "",
+           lambda n, a, i: f'{{"name": "{n}", "arguments": {_j(a)}}}', section=("functools[", "]"), sep=", "),
+    Family("xlam", "qwen3_6", None, "<|im_start|>user\nWeather?<|im_end|>\n<|im_start|>assistant\n", "",
+           lambda n, a, i: f'{{"name": "{n}", "arguments": {_j(a)}}}', section=("[", "]"), sep=", "),
+    Family("jamba", "jamba", None, "<|bom|>user\nWeather?<|eom|><|bom|>assistant\n", "",
+           lambda n, a, i: f'{{"name": "{n}", "arguments": {_j(a)}}}', section=("<tool_calls>[", "]</tool_calls>"),
+           sep=", "),
+    Family("granite", "granite", None, "<|start_of_role|>user<|end_of_role|>Weather?<|end_of_text|>\n"
+           "<|start_of_role|>assistant<|end_of_role|>", "",
+           lambda n, a, i: f'{{"name": "{n}", "arguments": {_j(a)}}}', section=("<|tool_call|>[", "]"), sep=", "),
+    Family("granite_20b_fc", "qwen3_6", None, "USER: Weather?\nASSISTANT:", "",
+           lambda n, a, i: f'<function_call> {{"name": "{n}", "arguments": {_j(a)}}}'),
+    Family("internlm", "internlm", None, "<|im_start|>user\nWeather?<|im_end|>\n<|im_start|>assistant\n", "",
+           lambda n, a, i: f'<|action_start|><|plugin|>\n{{"name": "{n}", "arguments": {_j(a)}}}<|action_end|>'),
 ]}
 FORMATS = list(FAMILIES)
 

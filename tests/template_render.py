@@ -321,6 +321,62 @@ def _gpt_oss_template(calls: Sequence[Call], content: str) -> str:
 
 
 # --------------------------------------------------------------------------------------------------
+# json_lists: JSON call objects inside optional markers
+
+
+def _call_object(name: str, args: dict[str, Any]) -> str:
+    return '{"name": "' + name + '", "arguments": ' + tojson(args) + "}"
+
+
+def _phi4_mini_json(calls: Sequence[Call], content: str) -> str:
+    # vllm-project/vllm examples/tool_chat_template_phi4_mini.jinja, its system prompt: "prefix function calls
+    # with functools marker (no closing marker required)", "all function calls should be generated in a single
+    # JSON list formatted as functools[{"name": [function name], "arguments": [function arguments as JSON]},
+    # ...]" (the template's own history rendering drops the marker and writes arguments with {{ }})
+    return content + "functools[" + ", ".join(_call_object(n, a) for n, a in calls) + "]"
+
+
+def _xlam(calls: Sequence[Call], content: str) -> str:
+    # vllm-project/vllm examples/tool_chat_template_xlam_qwen.jinja: "[" + (tool_call.function | tojson)
+    # joined by ", " + "]", content only when there are no calls
+    if content:
+        raise ValueError("the xLAM template writes a turn's content or its calls, not both")
+    return "[" + ", ".join(tojson({"name": n, "arguments": a}) for n, a in calls) + "]"
+
+
+def _jamba(calls: Sequence[Call], content: str) -> str:
+    # no Jamba chat template found; the model outputs of vllm-project/vllm
+    # tests/tool_parsers/test_jamba_tool_parser.py: '<tool_calls>[\n    ' + call objects joined by ',\n    '
+    # + '\n]</tool_calls>', content before the marker
+    return content + "<tool_calls>[\n    " + ",\n    ".join(_call_object(n, a) for n, a in calls) + "\n]</tool_calls>"
+
+
+def _granite(calls: Sequence[Call], content: str) -> str:
+    # Granite 3.0 chat template (ibm-granite/granite-3.0-8b-instruct): '<|start_of_role|>assistant<|end_of_role|>
+    # <|tool_call|>' + message.tool_calls | map(attribute='function') | list | tojson(indent=4), no content
+    if content:
+        raise ValueError("the Granite 3.0 template writes a tool-call turn without content")
+    return "<|tool_call|>" + json.dumps([{"name": n, "arguments": a} for n, a in calls], ensure_ascii=False,
+                                        indent=4)
+
+
+def _granite_20b_fc(calls: Sequence[Call], content: str) -> str:
+    # vllm-project/vllm examples/tool_chat_template_granite_20b_fc.jinja: per call
+    # '<function_call> ' + {'name': ..., 'arguments': ...} | tojson, the whitespace between them stripped by {{-
+    if content:
+        raise ValueError("the granite-20b-fc template writes a tool-call turn without content")
+    return "".join("<function_call> " + tojson({"name": n, "arguments": a}) for n, a in calls)
+
+
+def _internlm(calls: Sequence[Call], content: str) -> str:
+    # vllm-project/vllm examples/tool_chat_template_internlm2_tool.jinja: content, then per call
+    # '<|action_start|><|plugin|>\n' + '{"name": "' + name + '", ' + '"arguments": ' + arguments | string + '}'
+    # + '<|action_end|>' (arguments: the message's JSON text, as the OpenAI request gives it)
+    return content + "".join("<|action_start|><|plugin|>\n" + _call_object(n, a) + "<|action_end|>"
+                             for n, a in calls)
+
+
+# --------------------------------------------------------------------------------------------------
 # the table
 
 _HF = "https://huggingface.co/"
@@ -365,6 +421,17 @@ RENDERERS: dict[str, Renderer] = {r.name: r for r in [
              parallel=False),
     Renderer("gpt_oss_template", "openai", _HF + "openai/gpt-oss-20b chat_template.jinja", _gpt_oss_template,
              parallel=False, notes="the recipient in the role header, 'commentary json' without <|constrain|>"),
+    # -- json_lists
+    Renderer("phi4_mini_json", "phi4_mini_json", "vllm-project/vllm examples/tool_chat_template_phi4_mini.jinja "
+             "(the system prompt's instruction)", _phi4_mini_json),
+    Renderer("xlam", "xlam", "vllm-project/vllm examples/tool_chat_template_xlam_qwen.jinja", _xlam),
+    Renderer("jamba", "jamba", "vllm-project/vllm tests/tool_parsers/test_jamba_tool_parser.py (model outputs; "
+             "no Jamba template found)", _jamba),
+    Renderer("granite", "granite", _HF + "ibm-granite/granite-3.0-8b-instruct chat_template (tojson(indent=4))",
+             _granite),
+    Renderer("granite_20b_fc", "granite_20b_fc", "vllm-project/vllm examples/tool_chat_template_granite_20b_fc.jinja",
+             _granite_20b_fc),
+    Renderer("internlm", "internlm", "vllm-project/vllm examples/tool_chat_template_internlm2_tool.jinja", _internlm),
 ]}
 
 

@@ -207,7 +207,7 @@ NAMES_OUTSIDE_IDENTIFIERS = examples_where(_names_outside(r"[A-Za-z_][A-Za-z0-9_
 XML = ("qwen3_coder", "qwen3_5", "qwen3_6", "glm45", "glm47", "minimax_m2")
 DSML = ("deepseek_v32", "deepseek_v4")
 QWEN_TABLE = ("hermes", "qwen3_coder", "qwen3_5", "qwen3_6", "llama3_json", "kimi_k2", "glm45", "glm47", "minimax_m2", "gemma4",
-              "openai", "gpt_oss_template")
+              "openai", "gpt_oss_template", "phi4_mini_json", "xlam", "jamba", "granite", "granite_20b_fc", "internlm")
 CONSTRAINED = ("required", "named", "strict")
 
 CANNOT_EXPRESS: list[Rule] = [

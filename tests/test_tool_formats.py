@@ -192,8 +192,8 @@ def test_auto_with_strict_tool(fmt: str) -> None:
     if fmt == "openai":  # a commentary preamble is content
         lead, content = "<|channel|>commentary<|message|>Let me look that up.<|end|><|start|>assistant", \
             "Let me look that up."
-    elif fmt == "llama3_json":
-        lead, content = "", None  # llama writes either text or calls
+    elif fmt in ("llama3_json", "xlam"):
+        lead, content = "", None  # llama and xLAM write either text or calls
     else:
         lead, content = "Let me look that up.", "Let me look that up."
     out = lead + fam.block(calls)

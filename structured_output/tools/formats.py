@@ -15,6 +15,7 @@ from .dsml import DsmlArgs
 from .engine import CallFormat, ToolFormat
 from .harmony import HarmonyFormat
 from .json_calls import JsonCallsFormat
+from .marked_json import MarkedJsonFormat
 from .xml_values import ValueStyle
 
 __all__ = ["register_tool_format", "get_tool_format", "list_tool_formats"]
@@ -58,7 +59,7 @@ def list_tool_formats(*, aliases: bool = False) -> list[str]:
 _THINK = ("<think>", "</think>")
 
 register_tool_format(CallFormat(
-    name="hermes", aliases=("qwen3", "qwen2_5", "qwen3_json"),
+    name="hermes", aliases=("qwen3", "qwen2_5", "qwen3_json", "granite4"),
     description="Hermes / Qwen3: JSON in <tool_call> tokens",
     markers=("<tool_call>", "</tool_call>", *_THINK),
     call_begin='<tool_call>\n{"name": "{name}", "arguments": ', args=JsonArgs(), call_end="}\n</tool_call>",
@@ -78,7 +79,8 @@ def _qwen_xml(name: str, aliases: tuple[str, ...], models: str, values: ValueSty
         call_end="</function>\n</tool_call>", call_sep="\n")
 
 
-register_tool_format(_qwen_xml("qwen3_coder", (), "Qwen3-Coder (30B-A3B, 480B-A35B Instruct)", "python"))
+register_tool_format(_qwen_xml("qwen3_coder", ("granite_toolcall_parser",), "Qwen3-Coder (30B-A3B, 480B-A35B Instruct)",
+                               "python"))
 register_tool_format(_qwen_xml("qwen3_5", ("qwen3.5",), "Qwen3.5", "py_scalars"))
 register_tool_format(_qwen_xml("qwen3_6", ("qwen3.6", "qwen3_xml"), "Qwen3.6", "json"))
 
@@ -167,3 +169,40 @@ register_tool_format(CallFormat(
 
 register_tool_format(HarmonyFormat())
 register_tool_format(JsonCallsFormat())
+
+
+# -- json_lists --------------------------------------------------------------------------------------
+# JSON call objects inside optional markers (marked_json.py). Aliases of formats above, same syntax:
+# granite4 (Granite 4.0 writes hermes' <tool_call>\n{"name": ..., "arguments": ...}\n</tool_call>) and
+# granite_toolcall_parser (Granite 4.2: Qwen3-Coder's XML calls; vLLM runs its Qwen3 parser for it).
+
+_PRETTY = 1 + 4 * 8  # tojson(indent=4): a newline and four spaces per level, eight levels deep
+
+register_tool_format(MarkedJsonFormat(
+    name="phi4_mini_json", description='Phi-4-mini: functools[{"name": ..., "arguments": {...}}, ...]',
+    open="functools", body="list", arg_keys=("arguments", "parameters")))
+
+register_tool_format(MarkedJsonFormat(
+    name="xlam", description='xLAM: the output is [{"name": ..., "arguments": {...}}, ...]',
+    open="", body="list", string_args=True))
+
+register_tool_format(MarkedJsonFormat(
+    name="jamba", description='Jamba: <tool_calls>[{"name": ..., "arguments": {...}}, ...]</tool_calls>',
+    markers=("<tool_calls>", "</tool_calls>"), open="<tool_calls>", body="list", close="</tool_calls>",
+    indent_whitespace=_PRETTY))
+
+register_tool_format(MarkedJsonFormat(
+    name="granite", description='Granite 3.x: <|tool_call|>[{"name": ..., "arguments": {...}}, ...] (3.1: <tool_call>)',
+    markers=("<|tool_call|>", "<tool_call>"), open="<|tool_call|>", body="list", alt_opens=("<tool_call>",),
+    indent_whitespace=_PRETTY, arguments_first=True))  # vLLM's tests: "granite emits arguments before name"
+
+register_tool_format(MarkedJsonFormat(
+    name="granite_20b_fc", aliases=("granite-20b-fc",),
+    description='granite-20b-functioncalling: <function_call> {"name": ..., "arguments": {...}} per call',
+    open="<function_call> ", body="object"))
+
+register_tool_format(MarkedJsonFormat(
+    name="internlm", aliases=("internlm2",),
+    description='InternLM2: <|action_start|><|plugin|>\n{"name": ..., "arguments": {...}}<|action_end|>',
+    markers=("<|action_start|>", "<|plugin|>", "<|action_end|>"), open="<|action_start|><|plugin|>\n",
+    body="object", close="<|action_end|>", arg_keys=("arguments", "parameters")))

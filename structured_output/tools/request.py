@@ -366,11 +366,13 @@ def _check_root_refs(tool_name: str, schema: Any) -> None:
             _check_root_refs(tool_name, v)
 
 
-def tool_calls_json_schema(request: ToolRequest) -> dict[str, Any]:
+def tool_calls_json_schema(request: ToolRequest, *, args_key: str = "parameters",
+                           array: bool = True) -> dict[str, Any]:
     """The JSON schema of the calls for a format without its own syntax.
 
-    ``[{"name": <tool>, "parameters": <its schema>}, ...]``: at least one item, at most one when
-    parallel calls are off or a function is named; the tools' ``$defs`` merged at the root."""
+    ``[{"name": <tool>, "<args_key>": <its schema>}, ...]``: at least one item, at most one when
+    parallel calls are off or a function is named; the tools' ``$defs`` merged at the root. With
+    ``array=False``, the schema of one call object (any of the tools)."""
     tools = request.function_tools
     if not tools:
         raise _fail("no function tools to build a JSON schema of calls from")
@@ -379,16 +381,17 @@ def tool_calls_json_schema(request: ToolRequest) -> dict[str, Any]:
     stripped, defs = merge_defs([(t.name, t.schema) for t in tools])
     items = [
         {"type": "object",
-         "properties": {"name": {"const": t.name}, "parameters": s},
-         "required": ["name", "parameters"],
+         "properties": {"name": {"const": t.name}, args_key: s},
+         "required": ["name", args_key],
          "additionalProperties": False}
         for t, s in zip(tools, stripped)
     ]
-    schema: dict[str, Any] = {
-        "type": "array",
-        "items": items[0] if len(items) == 1 else {"anyOf": items},
-        "minItems": 1,
-    }
+    one = items[0] if len(items) == 1 else {"anyOf": items}
+    if not array:
+        schema: dict[str, Any] = dict(one)
+        schema.update(defs)
+        return schema
+    schema = {"type": "array", "items": one, "minItems": 1}
     if request.max_calls == 1:
         schema["maxItems"] = 1
     schema.update(defs)

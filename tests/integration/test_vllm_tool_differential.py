@@ -24,6 +24,8 @@ every difference; a difference no kind explains fails. The kinds (the documented
   ``"None"``, an object's JSON text) where the schema or the syntax says a number, boolean, null, object;
 - ``vllm-empty-arguments`` (vLLM's bug): vLLM's stream sends a call's name and no arguments;
 - ``vllm-text-in-arguments`` (vLLM's bug): vLLM's stream appends the text after a call to its arguments;
+- ``vllm-cuts-at-bracket`` (vLLM's bug): vLLM reads a JSON list of calls up to its first ``]``, one inside
+  the arguments (phi4_mini_json's non-greedy ``functools\\[(.*?)\\]``), and finds no call;
 - ``vllm-crash``: vLLM's parser raised.
 """
 
@@ -70,8 +72,13 @@ TEMPLATE = {
     "deepseek_v31": "deepseek_v31", "deepseek_v32": "deepseek_v32", "deepseek_v4": "deepseek_v4",
     "kimi_k2": "kimi_k2", "glm45": "glm45", "glm47": "glm47", "minimax_m2": "minimax_m2", "gemma4": "gemma4",
     "llama3_json": "llama3_json", "mistral": "mistral", "qwen3_json": "hermes", "openai": "openai",
+    # json_lists
+    "phi4_mini_json": "phi4_mini_json", "xlam": "xlam", "jamba": "jamba", "granite": "granite",
+    "granite-20b-fc": "granite_20b_fc", "internlm": "internlm", "granite4": "hermes",
+    "granite_toolcall_parser": "qwen3_coder",
 }
-JSON_FAMILIES = {"hermes", "deepseek_v3", "deepseek_v31", "kimi_k2", "llama3_json", "mistral"}
+JSON_FAMILIES = {"hermes", "deepseek_v3", "deepseek_v31", "kimi_k2", "llama3_json", "mistral",
+                 "phi4_mini_json", "xlam", "jamba", "granite", "granite-20b-fc", "internlm", "granite4"}
 
 
 def _template_cases(name: str) -> None:
@@ -237,6 +244,12 @@ for _name in ("qwen3_xml", "qwen3_coder"):
     for _t in QWEN3_XML_TESTS:
         td.add(_name, td.Case(_t, f"vllm-test:{_name}"))
 
+# --- json_lists: the model outputs of vLLM's own tests (tests/tool_parsers/test_{phi4mini,jamba,granite,
+# granite4,granite_20b_fc,internlm2,xlam}_tool_parser.py), as tests/test_tool_json_lists.py holds them
+from test_tool_json_lists import CASES as _JSON_LISTS_CASES  # noqa: E402
+
+for _name, _t, _calls, _content in _JSON_LISTS_CASES:
+    td.add(_name, td.Case(_t, f"vllm-test:{_name}"))
 
 def test_declared_tools_only_is_an_option_of_the_plugin(monkeypatch) -> None:
     """Undeclared tools are read by default (vLLM reads them); THINKGATE_VLLM_DECLARED_TOOLS_ONLY=1 keeps them

@@ -189,6 +189,8 @@ def _calls_kind(name: str, theirs: Answer, ours: Answer, case: Case, theirs_whol
         return "arguments-not-an-object"
     if not theirs.calls and ours.calls and kind in ("no-newlines", "undeclared", "whitespace"):
         return "vllm-misses-calls"
+    if not theirs.calls and ours.calls and any("]" in a for a in ours.raw_args):
+        return "vllm-cuts-at-bracket"  # a list read up to the first "]", one inside the arguments
     diff = [(t, o) for t, o in zip(theirs.calls, ours.calls) if t != o]
     if len(theirs.calls) == len(ours.calls) and diff and all(tn == on for (tn, _), (on, _) in diff):
         if all(isinstance(ta, str) and _args(ta) == oa for (_, ta), (_, oa) in diff):
@@ -235,7 +237,8 @@ def classify(name: str, theirs: Answer, ours: Answer, case: Case, theirs_whole: 
     kinds = set()
     if theirs.calls != ours.calls:
         k = _calls_kind(name, theirs, ours, case, theirs_whole)
-        if k in ("vllm-stream-misses-calls", "unterminated-call", "arguments-not-an-object", "vllm-misses-calls"):
+        if k in ("vllm-stream-misses-calls", "unterminated-call", "arguments-not-an-object", "vllm-misses-calls",
+                 "vllm-cuts-at-bracket"):
             return k  # the content then holds the text of the calls one side did not read
         kinds.add(k)
     if theirs.content != ours.content:
