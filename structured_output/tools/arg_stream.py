@@ -207,6 +207,8 @@ class XmlArgStreamer(ArgStreamer):
                     if len(w.text) > MAX_OPENING:
                         raise StreamStop("no parameter opening") from None
                     return "".join(out), -1
+                if vstart >= len(w.text):
+                    return "".join(out), -1  # the opening's newline (read if it comes) or the value is to come
                 out.append((", " if self._params else "") + json.dumps(key, ensure_ascii=False) + ": ")
                 self._key, self._attr = key, attr
                 self._raw = self._syntax.value_is_raw(key, attr, self._declared, self._defs)

@@ -95,9 +95,10 @@ class LiveBlock:
         if self._state == _SECTION:
             assert fmt.section is not None
             w = self._window_text(pending)
-            q = w.match_literal(0, fmt.section[0][self._skip:], lit)
-            if q < 0:
-                return self._wait(w.text)
+            opening = fmt.section[0][self._skip:]
+            q = w.match_literal(0, opening, lit)
+            if q < 0 or (q == len(w.text) and opening[-1:].isspace()):
+                return self._wait(w.text)  # (its whitespace, any run, may still come)
             self._pos += q
             self._skip = 0
             self._state = _HEADER

@@ -48,7 +48,7 @@ def test_vllm_serving_with_the_plugin_equals_our_parser(renderer: str, tool_choi
     for text, change in cases(renderer, n, seed=zlib.crc32(f"{renderer}/{tool_choice}".encode()),
                               first="get_weather" if tool_choice == "named" else None):
         ids = v.encode(text)
-        want = ours(renderer, ids, choice)
+        want = ours(renderer, ids, choice, read_undeclared=True)  # the plugin's default
         called += bool(want.calls)
         request = chat_request(TOOLS, choice)
         got = whole(cls, tok, request, prompt, ids, v.decode(ids), kwargs)
@@ -57,7 +57,7 @@ def test_vllm_serving_with_the_plugin_equals_our_parser(renderer: str, tool_choi
                      "one": []}
         for how, cuts in chunkings.items():
             got = streamed(cls, tok, request, prompt, ids, cuts, detokenizer(v), kwargs)
-            want_stream = ours_streamed(renderer, ids, choice, cuts)
+            want_stream = ours_streamed(renderer, ids, choice, cuts, read_undeclared=True)
             if tool_choice == "auto" or change in ("none", "after"):  # decided at the end, or well formed
                 assert want_stream == want, (how, change, text)
             assert got == want_stream, (how, change, text)
@@ -74,7 +74,7 @@ def test_mistral_ids_from_mistral_common_read_the_same() -> None:
     cls = parser_cls(tok, "thinkgate_mistral", "thinkgate_mistral")
     calls = [("get_weather", EXAMPLES["get_weather"][0])]
     ids = v.encode(fam.thinking) + render_ids("mistral", calls, v)
-    want = ours("mistral", ids, "auto")
+    want = ours("mistral", ids, "auto", read_undeclared=True)
     assert [c[0] for c in want.calls] == ["get_weather"]
     request = chat_request(TOOLS)
     assert whole(cls, tok, request, v.encode(fam.prompt), ids, v.decode(ids), None) == want
