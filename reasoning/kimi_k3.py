@@ -6,9 +6,11 @@ across step and draft boundaries, and ``think`` written with ordinary tokens els
 Thinking is on unless ``thinking`` / ``enable_thinking`` is false; the template may open the think
 channel as the generation prefix (the output then holds only the close marker). The answer channel
 ``<|open|>response<|sep|>`` written straight from the thinking also ends it (dropped, like vLLM, which
-reads it as "no think channel"). After the thinking the content wrappers ``<|open|>response<|sep|>``,
-``<|close|>response<|sep|>`` and ``<|close|>message<|sep|>`` stay in the content ids and are dropped
-from the content text.
+reads it as "no think channel"). The channel wrappers after the thinking (``<|open|>response<|sep|>``,
+``<|close|>response<|sep|>``, ``<|close|>message<|sep|>``) are content, ids and text: under vLLM's
+serving layer the content after the thinking goes to the tool parser without passing through the
+reasoning parser, so stripping them here would make the whole and the streamed answers differ (vLLM's
+own ``kimi_k3`` strips them only when the request has no tools).
 """
 
 from __future__ import annotations
@@ -23,7 +25,5 @@ __all__ = ["KimiK3ReasoningParser"]
 class KimiK3ReasoningParser(TokenSequenceParser):
     start_sequences = (("<|open|>", "think", "<|sep|>"),)
     end_sequences = (("<|close|>", "think", "<|sep|>"), ("<|open|>", "response", "<|sep|>"))
-    content_strip_sequences = (("<|open|>", "response", "<|sep|>"), ("<|close|>", "response", "<|sep|>"),
-                               ("<|close|>", "message", "<|sep|>"))
     default_mode = "thinking"
     thinking_kwargs = ("thinking", "enable_thinking")

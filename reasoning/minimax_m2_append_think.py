@@ -25,7 +25,9 @@ class MiniMaxM2AppendThinkReasoningParser(MiniMaxM2ReasoningParser):
     def extract_reasoning(self, text: str, prompt_token_ids: Sequence[int] = (),
                           chat_template_kwargs: Mapping[str, Any] | None = None) -> tuple[str | None, str | None]:
         opened = self.initial_state(prompt_token_ids, chat_template_kwargs) != ENDED
-        return None, (("<think>" if opened else "") + text) or None
+        if not text:  # nothing generated: a stream gets no delta either
+            return None, None
+        return None, ("<think>" if opened else "") + text
 
     def new_stream(self, prompt_token_ids: Sequence[int] = (),
                    chat_template_kwargs: Mapping[str, Any] | None = None) -> ReasoningStream:
@@ -47,6 +49,4 @@ class _RawStream(ReasoningStream):
         return DeltaMessage(None, out or None)
 
     def finish(self) -> DeltaMessage:
-        out = self._prefix + self._dec.decode(b"", final=True)
-        self._prefix = ""
-        return DeltaMessage(None, out or None)
+        return DeltaMessage(None, self._dec.decode(b"", final=True) or None)

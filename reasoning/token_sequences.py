@@ -2,9 +2,10 @@
 
 Some families spell each marker as a short sequence of tokens that begins with a special token: Kimi
 K3's XTML ``<|open|>think<|sep|>`` … ``<|close|>think<|sep|>`` (three ids each), PLaMo 3's
-``<|plamo:begin_`` ``think`` ``:plamo|>``. A family declares each marker as its pieces (one token each,
-resolved with ``Vocabulary.token_id``); the first piece must be a special token, so ordinary text
-can never spell a marker (the ids decide, never the text).
+``<|plamo:begin_`` ``think`` ``:plamo|>``. A family declares each marker as its pieces; its ids are what the
+vocabulary's tokenizer encodes for its text (a vocabulary without an encoder: each piece one token,
+``Vocabulary.token_id``). The first piece must be a special token, so ordinary text can never spell a
+marker (the ids decide, never the text).
 
 Per-token kinds (what the engine core and the front end see)
 -------------------------------------------------------------
@@ -83,12 +84,7 @@ class TokenSequenceParser(ReasoningParser):
         self._starts = tuple(self._resolve(m) for m in self.start_sequences)
         self._ends = tuple(self._resolve(m) for m in self.end_sequences)
         self._implicit = tuple(self._resolve(m) for m in self.implicit_end_sequences)
-        strips = []
-        for m in self.content_strip_sequences:  # optional: a wrapper the vocabulary cannot spell never occurs
-            ids = tuple(self.vocabulary.token_id(p) for p in m)
-            if None not in ids:
-                strips.append(ids)
-        self._strips: tuple[tuple[int, ...], ...] = tuple(strips)  # type: ignore[arg-type]
+        self._strips = tuple(self._resolve(m) for m in self.content_strip_sequences)
         turn_ids = (self.vocabulary.token_id(m) for m in self.turn_start_markers)
         self.turn_start_token_ids: frozenset[int] = frozenset(t for t in turn_ids if t is not None)
         # thinking-phase markers: (ids, kind) with kind "start" / "end" / "implicit"
@@ -101,16 +97,27 @@ class TokenSequenceParser(ReasoningParser):
         self._last_ids = frozenset(ids[-1] for ids, k in self._thinking_markers if k != "start")
 
     def _resolve(self, marker: Marker) -> tuple[int, ...]:
-        ids = []
-        for piece in marker:
-            tid = self.vocabulary.token_id(piece)
-            if tid is None:
-                raise ValueError(f"reasoning parser {self.name!r}: the vocabulary {self.vocabulary.name!r} has no "
-                                 f"single token for {piece!r} of the marker {''.join(marker)!r}")
-            ids.append(tid)
-        if ids[0] not in self.vocabulary.special_token_ids:
+        """The ids of ``marker``: as the vocabulary's tokenizer encodes its text when it has one (the
+        ids the model's tokenizer gives, as vLLM encodes them; a piece may be several tokens), else its
+        pieces one token each."""
+        text = "".join(marker)
+        v = self.vocabulary
+        if v.can_encode:
+            ids = v.encode(text)
+            if not ids or v.decode(ids) != text:
+                raise ValueError(f"reasoning parser {self.name!r}: the vocabulary {v.name!r} cannot spell "
+                                 f"the marker {text!r}")
+        else:
+            ids = []
+            for piece in marker:
+                tid = v.token_id(piece)
+                if tid is None:
+                    raise ValueError(f"reasoning parser {self.name!r}: the vocabulary {v.name!r} has no "
+                                     f"single token for {piece!r} of the marker {text!r}")
+                ids.append(tid)
+        if ids[0] not in v.special_token_ids or v.token_bytes[ids[0]] != marker[0].encode("utf-8"):
             raise ValueError(f"reasoning parser {self.name!r}: {marker[0]!r}, the first token of the marker "
-                             f"{''.join(marker)!r}, is not a special token of {self.vocabulary.name!r}")
+                             f"{text!r}, is not a special token of {v.name!r}")
         return tuple(ids)
 
     # -- contract: engine core -------------------------------------------------------------------
