@@ -44,6 +44,8 @@ class _RawStream(ReasoningStream):
         self._dec = codecs.getincrementaldecoder("utf-8")("replace")
 
     def feed(self, token_ids: Sequence[int], text: str | None = None) -> DeltaMessage:
+        if not token_ids:
+            return DeltaMessage()
         out = self._prefix + self._dec.decode(b"".join(self._tb[t] for t in token_ids))
         self._prefix = ""
         return DeltaMessage(None, out or None)

@@ -19,8 +19,7 @@ Per-token kinds (what the engine core and the front end see)
   marker.
 - Tokens held while they may still begin a marker are decided by the next tokens: reasoning if the
   match breaks, marker if it completes. At the end of the output held tokens are reasoning.
-- After the end, **content-strip** sequences (wrappers such as Kimi K3's ``<|open|>response<|sep|>``)
-  stay in the content ids but the front end drops their text.
+- After the end every id is content (ids and text).
 
 States: ``THINKING`` (1), ``ENDED`` (2), or :class:`Held` (thinking, with the ids of a proper prefix of
 some marker held; at most the longest marker's length minus one). The initial state follows
@@ -62,17 +61,17 @@ class TokenSequenceParser(ReasoningParser):
     """A reasoning parser whose markers are sequences of token ids (see the module docstring).
 
     Class attributes a family sets: ``start_sequences``, ``end_sequences``, ``implicit_end_sequences``,
-    ``content_strip_sequences`` (each a tuple of markers, a marker a tuple of pieces),
+    (each a tuple of markers, a marker a tuple of pieces),
     ``turn_start_markers`` (single tokens; those the vocabulary lacks are ignored), ``default_mode``
-    (``"thinking"`` / ``"off"``) and ``thinking_kwargs``. Every piece of every start, end and implicit
-    end marker must be one token of the vocabulary and the first piece a special token, else the
-    constructor raises ``ValueError`` naming the parser and the marker.
+    (``"thinking"`` / ``"off"``) and ``thinking_kwargs``. Every marker must be spelled by the vocabulary
+    (its tokenizer's encoding of the marker text; without an encoder, each piece one token) with the
+    first piece as a special token, else the constructor raises ``ValueError`` naming the parser and
+    the marker.
     """
 
     start_sequences: ClassVar[tuple[Marker, ...]] = ()
     end_sequences: ClassVar[tuple[Marker, ...]] = ()
     implicit_end_sequences: ClassVar[tuple[Marker, ...]] = ()
-    content_strip_sequences: ClassVar[tuple[Marker, ...]] = ()
     turn_start_markers: ClassVar[tuple[str, ...]] = ()
     default_mode: ClassVar[Literal["thinking", "off"]] = "thinking"
     thinking_kwargs: ClassVar[tuple[str, ...]] = ("enable_thinking", "thinking")
@@ -84,15 +83,12 @@ class TokenSequenceParser(ReasoningParser):
         self._starts = tuple(self._resolve(m) for m in self.start_sequences)
         self._ends = tuple(self._resolve(m) for m in self.end_sequences)
         self._implicit = tuple(self._resolve(m) for m in self.implicit_end_sequences)
-        self._strips = tuple(self._resolve(m) for m in self.content_strip_sequences)
         turn_ids = (self.vocabulary.token_id(m) for m in self.turn_start_markers)
         self.turn_start_token_ids: frozenset[int] = frozenset(t for t in turn_ids if t is not None)
         # thinking-phase markers: (ids, kind) with kind "start" / "end" / "implicit"
         self._thinking_markers = ([(s, "start") for s in self._starts] + [(e, "end") for e in self._ends]
                                   + [(i, "implicit") for i in self._implicit])
-        self._content_markers = [(s, "strip") for s in self._strips]
         self._firsts = frozenset(ids[0] for ids, _ in self._thinking_markers)
-        self._strip_firsts = frozenset(ids[0] for ids in self._strips)
         self._prompt_firsts = self._firsts | self.turn_start_token_ids
         self._last_ids = frozenset(ids[-1] for ids, k in self._thinking_markers if k != "start")
 
@@ -199,7 +195,7 @@ class TokenSequenceParser(ReasoningParser):
                           chat_template_kwargs: Mapping[str, Any] | None = None) -> tuple[str | None, str | None]:
         """Split a whole text on the marker texts (the pieces joined), as the ids would split it."""
         if self.initial_state(prompt_token_ids, chat_template_kwargs) == ENDED:
-            return None, self._strip_text(text) or None
+            return None, text or None
         texts = [("".join(self._text(t) for t in m), k) for m, k in self._thinking_markers]
         reasoning: list[str] = []
         pos = 0
@@ -214,7 +210,7 @@ class TokenSequenceParser(ReasoningParser):
                 pos = at + len(s)
                 continue
             content = text[at:] if kind == "implicit" else text[at + len(s):]
-            return "".join(reasoning) or None, self._strip_text(content) or None
+            return "".join(reasoning) or None, content or None
 
     def new_stream(self, prompt_token_ids: Sequence[int] = (),
                    chat_template_kwargs: Mapping[str, Any] | None = None) -> TokenSequenceStream:
@@ -224,11 +220,6 @@ class TokenSequenceParser(ReasoningParser):
     def _text(self, t: int) -> str:
         return self.vocabulary.token_bytes[t].decode("utf-8", errors="replace")
 
-    def _strip_text(self, text: str) -> str:
-        for m in self._strips:
-            text = text.replace("".join(self._text(t) for t in m), "")
-        return text
-
     def _walk(self, state: int, ids: Sequence[int], *, final: bool
               ) -> tuple[list[str], tuple[int, ...], ReasoningEnd | None]:
         """Run ``ids`` (the ids held from before first) from ``state`` (THINKING or ENDED).
@@ -236,7 +227,7 @@ class TokenSequenceParser(ReasoningParser):
         Returns the kind of each id (``r`` reasoning, ``m`` marker, ``x`` content text that is no
         content id, ``c`` content; ids still held at the end get ``h``, or their phase's plain kind when
         ``final``), the ids still held (none when ``final``), and where the thinking ended (an index
-        into ``ids``). After the end the content phase drops the content-strip markers.
+        into ``ids``).
         """
         thinking = state != ENDED
         out: list[str] = []
@@ -245,10 +236,12 @@ class TokenSequenceParser(ReasoningParser):
         i = 0
         n = len(ids)
         while i < n:
-            markers = self._thinking_markers if thinking else self._content_markers
-            plain = _REASONING if thinking else _CONTENT
+            if not thinking:  # after the end every id is content
+                out.extend(_CONTENT for _ in range(n - i))
+                break
+            markers, plain = self._thinking_markers, _REASONING
             if buf_start < 0:
-                if ids[i] not in (self._firsts if thinking else self._strip_firsts):
+                if ids[i] not in self._firsts:
                     out.append(plain)
                     i += 1
                     continue
