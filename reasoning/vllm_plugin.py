@@ -24,12 +24,13 @@ Engine core (the gate):
   prompt and the kwargs (only the current turn of the prompt counts) and answers whether it starts
   with its thinking ended.
 - ``reasoning_end_token_ids`` / ``implicit_reasoning_end_token_ids``: for families whose thinking ends
-  on one special token (``TokenMarkerParser``: the qwen3, deepseek, glm, kimi, minimax, seed, ernie,
-  step3, cohere, gemma4 and mistral families) the end ids *and* the implicit ends (Qwen's
-  ``<tool_call>``); vLLM then asks ``find_reasoning_end(step_ids)`` and splits the step exactly,
-  feeding an implicit end to the grammar as its first token. Empty for families that end on text
-  (olmo3, hunyuan_a13b, granite) or on a header (gpt-oss): vLLM then asks
-  ``is_reasoning_end_streaming`` instead.
+  on one special token (``TokenMarkerParser``: the qwen3, deepseek, glm, ling3, kimi_k2, minimax,
+  seed, ernie, step, cohere, gemma4, mistral, hy, holo2, poolside, zaya, ripple, inkling, k2_horizon
+  families) the end ids *and* the implicit ends (Qwen's ``<tool_call>``); vLLM then asks
+  ``find_reasoning_end(step_ids)`` and splits the step exactly, feeding an implicit end to the grammar
+  as its first token. Empty for families that end on text (olmo3, hunyuan_a13b, granite), on a
+  sequence of ids (kimi_k3, plamo3: ``TokenSequenceParser``) or on a header (gpt-oss): vLLM then asks
+  ``is_reasoning_end_streaming`` instead, which the tracker answers across step boundaries.
 - ``find_reasoning_end(ids)``: the first end in ``ids`` read as thinking (exact while the request
   thinks: only an end id can end it). None while the request has not yet decided whether it thinks at
   all (a first-token family before its first token), so vLLM asks ``is_reasoning_end_streaming``.
