@@ -1,5 +1,9 @@
 """DeepSeek-V4 family: ``<think>`` … ``</think>``, thinking switched by the kwargs, DSML tool calls.
 
+Registered as ``deepseek_v4`` and ``deepseek_v41`` (DeepSeek V4.1: the same thinking format and prompt
+shapes; only its DSML tool-call spelling gains spaces, ``<｜DSML｜ calls>``, and starts with the same
+``｜DSML｜`` token).
+
 Prompt shapes as DeepSeek-V3.1 (``<｜Assistant｜><think>`` opens the thinking, ``<｜Assistant｜></think>``
 closes it; with no marker in the current turn, ``thinking`` / ``enable_thinking`` decide and the default
 is no thinking). DeepSeek-V4 may start a DSML tool-call block (``<｜DSML｜tool_calls>``) straight from

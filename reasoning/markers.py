@@ -151,10 +151,16 @@ class TokenMarkerParser(ReasoningParser):
                         break
                     return THINKING if t in self.start_token_ids else ENDED
         modes = {"thinking": THINKING, "first_token": PENDING, "off": ENDED}
-        on = thinking_switch(kw, self.thinking_kwargs)
+        on = self.thinking_requested(kw)
         if on is not None:
             return modes[self.enabled_mode] if on else ENDED
         return modes[self.default_mode]
+
+    def thinking_requested(self, kwargs: Mapping[str, Any]) -> bool | None:
+        """The thinking switch in the chat-template kwargs (rule 3): True / False, None when unset.
+        By default the first of ``thinking_kwargs`` that is set, read as a boolean; a family whose
+        switch is not a boolean (``reasoning_effort: no_think``) overrides this."""
+        return thinking_switch(kwargs, self.thinking_kwargs)
 
     def is_reasoning_end(self, prompt_token_ids: Sequence[int],
                          chat_template_kwargs: Mapping[str, Any] | None = None) -> bool:

@@ -1,7 +1,8 @@
 """Qwen3 family: ``<think>`` … ``</think>``; ``<tool_call>`` ends the thinking implicitly.
 
 Registered as ``qwen3`` and the models that share its format: ``mimo`` (Xiaomi MiMo), ``nemotron_v3``
-(NVIDIA Nemotron 3, ChatML turns and Qwen-style think/tool tags) and ``step3p5`` (StepFun Step-3.5).
+(NVIDIA Nemotron 3, ChatML turns and Qwen-style think/tool tags) ``step3p5`` (StepFun Step-3.5) and ``minicpmv`` (MiniCPM-V 4.x: Qwen3's grammar; with
+``enable_thinking: false`` vLLM drops a stray ``<think>…</think>`` from the content, here it stays content).
 
 Prompt shapes (ChatML: the current turn starts after the last ``<|im_start|>``):
 

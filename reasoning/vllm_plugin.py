@@ -24,12 +24,13 @@ Engine core (the gate):
   prompt and the kwargs (only the current turn of the prompt counts) and answers whether it starts
   with its thinking ended.
 - ``reasoning_end_token_ids`` / ``implicit_reasoning_end_token_ids``: for families whose thinking ends
-  on one special token (``TokenMarkerParser``: the qwen3, deepseek, glm, kimi, minimax, seed, ernie,
-  step3, cohere, gemma4 and mistral families) the end ids *and* the implicit ends (Qwen's
-  ``<tool_call>``); vLLM then asks ``find_reasoning_end(step_ids)`` and splits the step exactly,
-  feeding an implicit end to the grammar as its first token. Empty for families that end on text
-  (olmo3, hunyuan_a13b, granite) or on a header (gpt-oss): vLLM then asks
-  ``is_reasoning_end_streaming`` instead.
+  on one special token (``TokenMarkerParser``: the qwen3, deepseek, glm, ling3, kimi_k2, minimax,
+  seed, ernie, step, cohere, gemma4, mistral, hy, holo2, poolside, zaya, ripple, inkling, k2_horizon
+  families) the end ids *and* the implicit ends (Qwen's ``<tool_call>``); vLLM then asks
+  ``find_reasoning_end(step_ids)`` and splits the step exactly, feeding an implicit end to the grammar
+  as its first token. Empty for families that end on text (olmo3, hunyuan_a13b, granite), on a
+  sequence of ids (kimi_k3, plamo3: ``TokenSequenceParser``) or on a header (gpt-oss): vLLM then asks
+  ``is_reasoning_end_streaming`` instead, which the tracker answers across step boundaries.
 - ``find_reasoning_end(ids)``: the first end in ``ids`` read as thinking (exact while the request
   thinks: only an end id can end it). None while the request has not yet decided whether it thinks at
   all (a first-token family before its first token), so vLLM asks ``is_reasoning_end_streaming``.
@@ -76,7 +77,7 @@ if TYPE_CHECKING:
     from vllm.entrypoints.openai.chat_completion.protocol import ChatCompletionRequest
     from vllm.entrypoints.openai.responses.protocol import ResponsesRequest
 
-__all__ = ["PREFIX", "ThinkgateVllmReasoningParser", "register_vllm_reasoning_parsers", "vllm_name", "vocabulary_of"]
+__all__ = ["EMPTY_REASONING_AS_TEXT", "PREFIX", "ThinkgateVllmReasoningParser", "register_vllm_reasoning_parsers", "vllm_name", "vocabulary_of"]
 
 PREFIX = "thinkgate_"
 
@@ -126,6 +127,12 @@ def _shared_parser(family: str, tokenizer: Any) -> ReasoningParser:
     return parser
 
 
+EMPTY_REASONING_AS_TEXT: frozenset[str] = frozenset(
+    {"deepseek_r1", "deepseek_v3", "holo2", "poolside_v1", "step5", "hy_v3", "hy_v4"})
+"""Families whose vLLM 0.34 parser (DeepSeek-R1's text split) returns ``""``, not None, as the reasoning
+of an output that starts inside the thinking and has none (``</think>answer``, an empty output)."""
+
+
 def _to_vllm(delta: DeltaMessage) -> VllmDeltaMessage | None:
     if delta.reasoning is None and delta.content is None:
         return None
@@ -148,8 +155,10 @@ class ThinkgateVllmReasoningParser(VllmReasoningParser):
         # exact single-token ends: vLLM may split a step with find_reasoning_end
         self._token_ends = isinstance(self.parser, TokenMarkerParser)
         self._prompt: Sequence[int] | None = None
-        # engine core: the gate's tracker, the absolute position up to which it has consumed tokens,
-        # and the last call's (position, delta ids)
+        # engine core: the ids is_reasoning_end was last given (the gate's own prompt: never the
+        # serving prompt), the gate's tracker, the absolute position up to which it has consumed
+        # tokens, and the last call's (position, delta ids)
+        self._gate_prompt: Sequence[int] = ()
         self._gate: ReasoningTracker | None = None
         self._gate_pos = 0
         self._last: tuple[int, tuple[int, ...]] | None = None
@@ -187,17 +196,21 @@ class ThinkgateVllmReasoningParser(VllmReasoningParser):
         return self.parser.implicit_reasoning_end_token_ids if self._token_ends else frozenset()
 
     def is_reasoning_end(self, input_ids: Sequence[int]) -> bool:
-        """``input_ids`` is the prompt (vLLM 0.34's callers pass it once per request): does this turn
-        start with its thinking ended? Also (re)starts the gate's tracker from it."""
-        self._set_prompt(input_ids)
-        self._gate = self.parser.new_tracker(self._prompt_ids(), self.chat_template_kwargs)
-        self._gate_pos = len(self._prompt_ids())
+        """Does the thinking end within ``input_ids``, read as the start of this turn? vLLM 0.34's
+        engine core passes the prompt, once per request (the answer then says whether the turn starts
+        with its thinking ended); its unit tests pass outputs too. It (re)starts the gate's tracker from
+        ``input_ids`` and changes nothing the text side reads: the prompt that ``extract_reasoning`` and
+        ``extract_content_ids`` start from is only ever set by ``set_prompt_token_ids``."""
+        self._gate_prompt = list(input_ids)
+        self._gate = self.parser.new_tracker(self._gate_prompt, self.chat_template_kwargs)
+        self._gate_pos = len(self._gate_prompt)
         self._last = None
         return self._gate.ended
 
     def _gate_tracker(self) -> ReasoningTracker:
         if self._gate is None:  # vLLM was told the state by the front end and never showed the prompt
-            self._gate = self.parser.new_tracker(self._prompt_ids(), self.chat_template_kwargs)
+            self._gate_prompt = list(self._prompt_ids())
+            self._gate = self.parser.new_tracker(self._gate_prompt, self.chat_template_kwargs)
             self._gate_pos = -1  # the position is fixed by the first streaming call
         return self._gate
 
@@ -230,8 +243,7 @@ class ThinkgateVllmReasoningParser(VllmReasoningParser):
     def _catch_up(self, input_ids: Sequence[int], start: int) -> None:
         """Advance the gate over the tokens committed between its position and ``start``."""
         if start < self._gate_pos:  # tokens taken back (never in vLLM 0.34): start over from the prompt
-            self.is_reasoning_end(self._prompt_ids())
-            self._gate_pos = len(self._prompt_ids())
+            self.is_reasoning_end(self._gate_prompt)
         gate = self._gate_tracker()
         n = start - self._gate_pos
         last = self._last
@@ -265,7 +277,15 @@ class ThinkgateVllmReasoningParser(VllmReasoningParser):
     # -- serving ---------------------------------------------------------------------------------
     def extract_reasoning(self, model_output: str,
                           request: ChatCompletionRequest | ResponsesRequest) -> tuple[str | None, str | None]:
-        return self.parser.extract_reasoning(model_output, self._prompt_ids(), self.chat_template_kwargs)
+        """The whole output split from the prompt's state. Families whose vLLM namesake answers an
+        empty thinking with ``""`` (a reasoning part that exists and is empty, e.g. ``</think>answer``)
+        rather than None (``EMPTY_REASONING_AS_TEXT``) get ``""`` whenever the output starts inside the
+        thinking, as vLLM gives."""
+        reasoning, content = self.parser.extract_reasoning(model_output, self._prompt_ids(), self.chat_template_kwargs)
+        if reasoning is None and self.family in EMPTY_REASONING_AS_TEXT and not self.parser.is_reasoning_end(
+                self._prompt_ids(), self.chat_template_kwargs):
+            reasoning = ""
+        return reasoning, content
 
     def extract_reasoning_streaming(self, previous_text: str, current_text: str, delta_text: str,
                                     previous_token_ids: Sequence[int], current_token_ids: Sequence[int],

@@ -71,6 +71,7 @@ from sglang.srt.constrained.base_grammar_backend import (BaseGrammarBackend, Bas
 from thinkgate import kernels
 from thinkgate.reasoning.base import ReasoningParser, ReasoningTracker
 from thinkgate.reasoning.registry import get_reasoning_parser, list_reasoning_parsers
+from thinkgate.structured_output.sglang_names import SGLANG_REASONING_PARSERS, SGLANG_UNSERVED, thinkgate_family
 from thinkgate.reasoning.vocabulary import Vocabulary
 
 from .compiler import CompiledConstraint, Compiler, xgrammar_message
@@ -81,7 +82,7 @@ from .rows import row_with
 from .schema_support import RecordingMatcher, new_matcher, output_problem
 from .whitespace import BoundedMatcher
 
-__all__ = ["NAME", "SGLANG_REASONING_PARSERS", "MAX_ROLLBACK_TOKENS", "ThinkgateGrammarBackend", "ThinkgateGrammar",
+__all__ = ["NAME", "SGLANG_REASONING_PARSERS", "SGLANG_UNSERVED", "MAX_ROLLBACK_TOKENS", "ThinkgateGrammarBackend", "ThinkgateGrammar",
            "create_backend", "register", "thinkgate_family"]
 
 logger = logging.getLogger(__name__)
@@ -92,48 +93,11 @@ NAME = "thinkgate"
 MAX_ROLLBACK_TOKENS = 200
 """How many accepted tokens a grammar can roll back (SGLang's xgrammar backend keeps as many)."""
 
-SGLANG_REASONING_PARSERS: dict[str, str] = {
-    "deepseek-r1": "deepseek_r1",
-    "deepseek-v3": "deepseek_v3",
-    "deepseek-v4": "deepseek_v4",
-    "deepseek-v41": "deepseek_v4",
-    "qwen3": "qwen3",
-    "qwen3-thinking": "qwen3",
-    "dots": "qwen3",
-    "nanbeige": "qwen3",
-    "interns1": "qwen3",
-    "mimo": "mimo",
-    "glm45": "glm45",
-    "kimi_k2": "kimi_k2",
-    "step3": "step3",
-    "step3p5": "step3p5",
-    "nemotron_3": "nemotron_v3",
-    "mistral": "mistral",
-    "gemma4": "gemma4",
-    "gpt-oss": "gpt_oss",
-    "granite_thinking_parser": "granite",
-    "cohere_command4": "cohere_command4",
-}
-"""SGLang 0.5.23's ``--reasoning-parser`` names (``ReasoningParser.DetectorMap``) -> thinkgate families.
-SGLang's other names (``kimi``, ``kimi_k3``, ``minimax*``, ``hunyuan``, ``glm`` variants it has and we
-do not, ...) have no thinkgate family here; a thinkgate family name is taken as is."""
-
 _THINKING_SWITCHES = ("enable_thinking", "thinking", "reasoning")
 """The chat-template kwargs through which the families read a thinking switch: SGLang passes the
 backend only its decision (``require_reasoning``), which the tracker reads as all of them."""
 
 _KEY_TYPES = ("json", "regex", "ebnf", "full_assistant_ebnf", "structural_tag")
-
-
-def thinkgate_family(name: str) -> str:
-    """The thinkgate reasoning family for SGLang's ``--reasoning-parser`` ``name`` (a thinkgate family
-    name is returned as is); ``ValueError`` listing both sets of names for an unknown one."""
-    if name in SGLANG_REASONING_PARSERS:
-        return SGLANG_REASONING_PARSERS[name]
-    if name in list_reasoning_parsers():
-        return name
-    raise ValueError(f"reasoning parser {name!r} has no thinkgate family: SGLang names "
-                     f"{sorted(SGLANG_REASONING_PARSERS)}, thinkgate names {list_reasoning_parsers()}")
 
 
 def _allocate(vocab_size: int, batch_size: int) -> torch.Tensor:

@@ -85,6 +85,27 @@ FAMILIES = [
                      "<tool_call|>"), label="thought\n"),
     Family("mistral", "magistral", "[THINK]", "[/THINK]", "[TOOL_CALLS]", "[INST]Q[/INST]", "", "</s>",
            "first_token", "enable_thinking", "first_token"),
+    # the vLLM 0.34 names added with issue 20 that are plain token-marker families (the aliases
+    # deepseek_v41 -> deepseek_v4 and minicpmv -> qwen3: test_reasoning_new_families.py)
+    Family("poolside_v1", "qwen3_6+", "<think>", "</think>", None, "<user>Q", "<assistant>", "", "off", "thinking",
+           specials=("<assistant>", "<user>")),
+    Family("ling3", "qwen3_6+", "<think>", "</think>", "<tool_call>", "<|user|>\nQ", "<|assistant|>", "",
+           "thinking", "thinking", specials=("<|assistant|>", "<|user|>", "<|system|>", "<|observation|>")),
+    Family("granite_thinking_parser", "qwen3_6+", "<think>", "</think>", "<tool_call>",
+           "<|start_of_role|>user<|end_of_role|>Q<|end_of_text|>", "<|start_of_role|>assistant<|end_of_role|>",
+           "<|end_of_text|>", "thinking", "enable_thinking",
+           specials=("<|start_of_role|>", "<|end_of_role|>", "<|end_of_text|>")),
+    Family("holo2", "qwen3_6", "<think>", "</think>", None, "<|im_start|>user\nQ<|im_end|>\n",
+           "<|im_start|>assistant\n", "<|im_end|>\n", "thinking", "thinking"),
+    Family("zaya", "qwen3_6+", "<think>", "</think>", "<zyphra_tool_call>", "<|im_start|>user\nQ<|im_end|>\n",
+           "<|im_start|>assistant\n", "<|im_end|>\n", "thinking", "enable_thinking",
+           specials=("<zyphra_tool_call>",)),
+    Family("step5", "qwen3_6", "<think>", "</think>", None, "<|im_start|>user\nQ<|im_end|>\n",
+           "<|im_start|>assistant\n", "<|im_end|>\n", "thinking", None),
+    Family("ripple", "qwen3_6", "<think>", "</think>", "<tool_call>", "<|im_start|>user\nQ<|im_end|>\n",
+           "<|im_start|>assistant\n", "<|im_end|>\n", "first_token", None, "first_token"),
+    Family("minimax_m3", "qwen3_6+", "<mm:think>", "</mm:think>", None, "]~b]user\nQ[e~[\n", "]~b]ai\n",
+           "[e~[\n", "first_token", None, "first_token", specials=("<mm:think>", "</mm:think>", "]~b]", "[e~[")),
 ]
 BY_NAME = {f.name: f for f in FAMILIES}
 IDS = [f.name for f in FAMILIES]

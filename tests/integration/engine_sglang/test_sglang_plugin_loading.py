@@ -89,3 +89,8 @@ def test_the_parser_name_map_goes_from_sglangs_names_to_thinkgates():
     assert set(SGLANG_REASONING_PARSERS) <= set(REASONING_PARSER_NAMES)
     assert set(SGLANG_REASONING_PARSERS.values()) <= set(list_reasoning_parsers())
     assert thinkgate_family("olmo3") == "olmo3"  # a thinkgate name is taken as is
+    from thinkgate.structured_output.sglang_backend import SGLANG_UNSERVED
+
+    # every name SGLang registers is served or deliberately unserved, never both
+    assert set(REASONING_PARSER_NAMES) == set(SGLANG_REASONING_PARSERS) | set(SGLANG_UNSERVED)
+    assert not set(SGLANG_REASONING_PARSERS) & set(SGLANG_UNSERVED)

@@ -45,7 +45,7 @@ CASES = {
     # thinking ends on text (ordinary tokens); a thinkgate family name given as the parser name
     "olmo3": ("deepseek_v4", "olmo3", "<｜User｜>Weather?<｜Assistant｜>", "</think>", "", True),
     # text markers over several tokens, and a first token that decides whether it thinks (pending rows)
-    "granite": ("deepseek_v4", "granite_thinking_parser", "<｜User｜>Weather?<｜Assistant｜>",
+    "granite": ("deepseek_v4", "granite", "<｜User｜>Weather?<｜Assistant｜>",
                 "\nHere is my response:\n", "Here is my thought process:\n", True),
     "qwen3": ("qwen3_6", "qwen3", "<|im_start|>user\nWeather?<|im_end|>\n<|im_start|>assistant\n<think>\n",
               "</think>", "", True),

@@ -20,7 +20,7 @@ SCHEMA = {"type": "object", "properties": {"ok": {"type": "boolean"}}, "required
 CASES = {
     "deepseek-r1": ("deepseek_v4", "<｜User｜>Hi<｜Assistant｜><think>\n", 1),
     "qwen3": ("qwen3_6", "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n<think>\n", None),
-    "granite_thinking_parser": ("deepseek_v4", "<｜User｜>Hi<｜Assistant｜>", 1),
+    "granite": ("deepseek_v4", "<｜User｜>Hi<｜Assistant｜>", 1),
 }
 
 
