@@ -40,6 +40,17 @@ SYNTHETIC_FAMILIES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
                "<|python_tag|>"), ("<|eot_id|>", "<|eom_id|>")),
     "harmony": (("<|start|>", "<|end|>", "<|message|>", "<|channel|>", "<|constrain|>", "<|return|>", "<|call|>"),
                 ("<|return|>", "<|call|>")),
+    # -- xml_a: Seed-OSS, ZAYA1, LongCat-Flash, Hunyuan-A13B, Hy3 / Hy4 (unsuffixed tokens), Step3
+    "seed": (("<seed:bos>", "<seed:eos>", "<seed:think>", "</seed:think>", "<seed:tool_call>", "</seed:tool_call>"),
+             ("<seed:eos>",)),
+    "zaya": (("<zyphra_tool_call>", "</zyphra_tool_call>"), ("<|im_end|>",)),
+    "longcat": (("<longcat_tool_call>", "</longcat_tool_call>"), ("<|im_end|>",)),
+    "hunyuan": (("<|startoftext|>", "<|extra_0|>", "<|extra_4|>", "<|eos|>", "<tool_calls>", "</tool_calls>"),
+                ("<|eos|>",)),
+    "hy": (("<tool_calls>", "</tool_calls>", "<tool_sep>", "<arg_key>", "</arg_key>", "<arg_value>", "</arg_value>"),
+           ("<|im_end|>",)),
+    "step3": (("<|BOT|>", "<|EOT|>", "<｜tool_calls_begin｜>", "<｜tool_calls_end｜>", "<｜tool_call_begin｜>",
+               "<｜tool_call_end｜>", "<｜tool_sep｜>"), ("<|EOT|>",)),
 }
 
 FORMAT_VOCABULARY: dict[str, str] = {
@@ -48,6 +59,8 @@ FORMAT_VOCABULARY: dict[str, str] = {
     "deepseek_v4": "deepseek_v4", "mistral": "magistral",
     "kimi_k2": "kimi", "glm47": "glm", "glm45": "glm", "minimax_m2": "minimax", "gemma4": "gemma", "llama3_json": "llama",
     "openai": "harmony",
+    "seed_oss": "seed", "zaya": "zaya", "mimo": "qwen3_6", "longcat": "longcat", "hunyuan_a13b": "hunyuan",
+    "hy_v3": "hy", "hy_v4": "hy", "step3": "step3",
 }
 """Format -> the vocabulary its tests and benchmarks use (a real name or a synthetic family)."""
 
