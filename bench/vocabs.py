@@ -60,7 +60,7 @@ FORMAT_VOCABULARY: dict[str, str] = {
     "kimi_k2": "kimi", "glm47": "glm", "glm45": "glm", "minimax_m2": "minimax", "gemma4": "gemma", "llama3_json": "llama",
     "openai": "harmony",
     "seed_oss": "seed", "zaya": "zaya", "mimo": "qwen3_6", "longcat": "longcat", "hunyuan_a13b": "hunyuan",
-    "hy_v3": "hy", "hy_v4": "hy", "step3": "step3",
+    "hy_v3": "hy", "hy_v4": "hy", "step3": "step3", "minicpm5": "qwen3_6",
 }
 """Format -> the vocabulary its tests and benchmarks use (a real name or a synthetic family)."""
 

@@ -306,6 +306,9 @@ FAMILIES: dict[str, Family] = {f.fmt: f for f in [
            + _xml(n, a, '<steptml:parameter name="{key}">', "</steptml:parameter>\n") + "</steptml:invoke><｜tool_call_end｜>",
            section=("<｜tool_calls_begin｜>\n", "\n<｜tool_calls_end｜>"), sep="\n",
            xml=('<steptml:parameter name="location">', "</steptml:parameter>")),
+    Family("minicpm5", "qwen3_6", "qwen3", QWEN_PROMPT, QWEN_THINK,
+           lambda n, a, i: f'<function name="{n}">' + _xml(n, a, '<param name="{key}">', "</param>") + "</function>",
+           sep="\n", xml=('<param name="location">', "</param>")),
 ]}
 FORMATS = list(FAMILIES)
 

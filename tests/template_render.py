@@ -398,6 +398,15 @@ def _step3(calls: Sequence[Call], content: str) -> str:
     return content + "<｜tool_calls_begin｜>\n" + "\n".join(entries) + "\n<｜tool_calls_end｜>"
 
 
+def _minicpm5(calls: Sequence[Call], content: str) -> str:
+    # '<function name="' + name + '">' + ('<param name="' + k + '">' + value + '</param>')* + '</function>', the
+    # calls on lines of their own after the content
+    out = content + ("\n" if content else "")
+    return out + "\n".join('<function name="' + name + '">' + "".join('<param name="' + k + '">' + _xml_value(v)
+                                                                        + "</param>" for k, v in args.items())
+                           + "</function>" for name, args in calls)
+
+
 def _step3p5(calls: Sequence[Call], content: str) -> str:
     # Step-3.5: Qwen3-Coder's layout, the first call right after the content, later ones after '\n'
     out = content
@@ -473,6 +482,9 @@ RENDERERS: dict[str, Renderer] = {r.name: r for r in [
              _hy_v4),
     Renderer("step3", "step3", "sglang function_call/step3_detector.py Step3Detector docstring (the format "
              "structure)", _step3),
+    Renderer("minicpm5", "minicpm5", "vllm-project/vllm tests/tool_parsers/test_minicpm5xml_tool_parser.py "
+             "(MiniCPM5 outputs: the calls in plain text, each on a line)", _minicpm5,
+             notes="the template itself was not available"),
     Renderer("step3p5", "qwen3_6", "vllm-project/vllm tests/tool_parsers/test_step3p5_tool_parser.py "
              "(Step-3.5-Flash outputs)", _step3p5, notes="vLLM runs its Qwen3 XML engine for step3p5 and step5"),
 ]}

@@ -5,7 +5,7 @@ Names and what they are (``formats.py``, block ``xml_a``):
 - aliases: ``ernie45`` of ``hermes`` (JSON in ``<tool_call>`` lines), ``step3p5`` and ``step5`` of ``qwen3_6``
   (vLLM runs its Qwen3 XML engine for both), ``zaya_xml`` of ``zaya`` (vLLM's own alias);
 - declarative formats: ``seed_oss``, ``zaya``, ``mimo``, ``longcat``, ``hunyuan_a13b``, ``hy_v3``, ``hy_v4``,
-  ``step3``.
+  ``step3``, ``minicpm5`` (plain text, no control tokens: a text trigger).
 
 The whole-reader cases are written from the facts of vLLM's tests for these parsers
 (vllm-project/vllm tests/tool_parsers/test_<name>*_tool_parser.py: the model outputs and the calls
@@ -46,7 +46,7 @@ USER = _tool("register_user", name=S, age=I, address={"type": "object"}, role={"
 A, B = _tool("a", x=I), _tool("b", x=I)
 TOOLS = [WEATHER, CURRENT, AREA, DATE, USER, A, B]
 
-XML_A = ("seed_oss", "zaya", "mimo", "longcat", "hunyuan_a13b", "hy_v3", "hy_v4", "step3")
+XML_A = ("seed_oss", "zaya", "mimo", "longcat", "hunyuan_a13b", "hy_v3", "hy_v4", "step3", "minicpm5")
 ALIASES = {"ernie45": "hermes", "step3p5": "qwen3_6", "step5": "qwen3_6", "zaya_xml": "zaya"}
 
 
@@ -128,6 +128,17 @@ CASES: list[tuple[str, str, str | None, list[tuple[str, Any]]]] = [
      [("get_weather", {"location": "pwd && ls", "unit": "line1\nline2"})]),
     ("longcat", '<longcat_tool_call>\n{"name": "get_weather", "arguments": {"city": "绿色"}}\n</longcat_tool_call>', None,
      [("get_weather", {"city": "绿色"})]),
+    ("minicpm5", '<function name="get_weather"><param name="city">北京</param></function>\n'
+                 '<function name="register_user"><param name="aliases">[7,8,9]</param><param name="passed_test">false'
+                 "</param></function>\n", None,
+     [("get_weather", {"city": "北京"}), ("register_user", {"aliases": [7, 8, 9], "passed_test": False})]),
+    ("minicpm5", '<function name="get_current_date"></function>\n', None, [("get_current_date", {})]),
+    # vLLM drops all content beside MiniCPM5's calls; thinkgate keeps it
+    ("minicpm5", 'Intro before.\n<function name="get_weather"><param name="city">上海</param><param name="date">'
+                 "2024-06-27</param></function>\nOutro after.\n", "Intro before.\n\nOutro after.",
+     [("get_weather", {"city": "上海", "date": "2024-06-27"})]),
+    ("minicpm5", '<function name="nope"><param name="x">1</param></function>\n', '<function name="nope"><param '
+                 'name="x">1</param></function>', []),
     ("zaya_xml", "Plan first.\n<zyphra_tool_call>\n<function=get_weather>\n<parameter=city>\nzaya cache\n</parameter>\n"
                  "</function>\n</zyphra_tool_call>", "Plan first.", [("get_weather", {"city": "zaya cache"})]),
 ]
@@ -196,7 +207,7 @@ def test_stream_joins_to_the_whole_parse(renderer: str, data: st.DataObject) -> 
 
 # -- the constraint --------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("fmt", XML_A)
+@pytest.mark.parametrize("fmt", [f for f in XML_A if f != "minicpm5"])
 def test_required_constraint_names_the_family_markers_as_tokens(fmt: str) -> None:
     """The constraint's call markers are tokens of the family's vocabulary (never text a value could spell)."""
     v = vocab(FAMILIES[fmt].vocab)
@@ -204,3 +215,11 @@ def test_required_constraint_names_the_family_markers_as_tokens(fmt: str) -> Non
     trigger = get_tool_format(fmt).section[0] if get_tool_format(fmt).section else render(fmt, [("f", {})])
     marker = next(m for m in sorted(v.special_tokens, key=len, reverse=True) if trigger.startswith(m))
     assert json.dumps({"type": "token", "token": marker}, ensure_ascii=False, separators=(",", ":")) in c.spec
+
+
+def test_minicpm5_calls_are_text_and_its_constraint_writes_them_as_text() -> None:
+    """MiniCPM5's syntax has no control token: its trigger is text, and free text under ``auto`` with a
+    strict tool can only start a call with it."""
+    c = build_tool_constraint([{**WEATHER, "function": {**WEATHER["function"], "strict": True}}], "auto",
+                              format="minicpm5")
+    assert '"triggers":["<function name=\\""]' in c.spec and '"type":"token"' not in c.spec

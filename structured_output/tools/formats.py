@@ -251,3 +251,10 @@ register_tool_format(CallFormat(
     call_begin='<｜tool_call_begin｜>function<｜tool_sep｜><steptml:invoke name="{name}">\n',
     args=XmlArgs('<steptml:parameter name="{key}">', "</steptml:parameter>\n", "</steptml:parameter>"),
     call_end="</steptml:invoke><｜tool_call_end｜>", call_sep="\n"))
+
+register_tool_format(CallFormat(
+    name="minicpm5",
+    description='MiniCPM5: <function name="NAME"><param name="KEY">value</param></function> in plain text',
+    call_begin='<function name="{name}">',
+    args=XmlArgs('<param name="{key}">', "</param>", "</param>", values="json"),
+    call_end="</function>", call_sep="\n", text_trigger='<function name="'))
