@@ -222,7 +222,7 @@ CANNOT_EXPRESS: list[Rule] = [
     Rule(("seed_oss", "zaya", "mimo", "step3p5"), ("execute_code",),
          "the string value holds '</parameter>', the end of a raw XML value in these formats (Qwen's parameter "
          "syntax): the template writes it unescaped"),
-    Rule(("seed_oss", "zaya", "mimo", "longcat", "hunyuan_a13b", "hy_v3", "hy_v4", "step3", "step3p5"),
+    Rule(("seed_oss", "zaya", "mimo", "longcat", "hunyuan_a13b", "hy_v3", "hy_v4", "step3", "step3p5", "minicpm5"),
          ("create_issue#0",),
          "the string value spells '<tool_call>', a control token of the Qwen3.6 table that these families' "
          "vocabularies (real or synthetic: the table plus the family's markers) hold"),

@@ -52,6 +52,11 @@ BUILTIN = {
     "deepseek_v4": "deepseek_v4", "mistral": "mistral", "kimi_k2": "kimi_k2", "glm45": "glm45", "glm47": "glm47",
     "minimax_m2": "minimax_m2", "gemma4": "gemma4", "llama3_json": "llama3_json",
 }
+# -- xml_a: the formats and layouts of the same names in vLLM 0.34
+BUILTIN.update({
+    "seed_oss": "seed_oss", "zaya": "zaya", "mimo": "mimo", "longcat": "longcat", "hunyuan_a13b": "hunyuan_a13b",
+    "hy_v3": "hy_v3", "hy_v4": "hy_v4", "step3": "step3", "minicpm5": "minicpm5", "step3p5": "step3p5",
+})
 
 
 def _ws(s: str | None) -> str:
