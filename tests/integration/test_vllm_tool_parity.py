@@ -27,9 +27,11 @@ cases fall in each:
   that call's arguments (which then are not JSON);
 - ``content-dropped`` (vLLM's bug): vLLM's whole answer has no content where its stream and thinkgate
   have the same text;
-- ``value-newline-trim`` (vLLM's bug): vLLM drops a newline at the start or end of a string value where
-  the template writes the value inline (Seed-OSS): its Qwen3 engine trims one newline at each end, the
-  markup of Qwen3's own layout;
+- ``value-trim`` (vLLM's bug): vLLM trims a string value where the template writes it inline: one newline
+  at each end (Seed-OSS: its Qwen3 engine's trim of Qwen3's own markup), or all surrounding whitespace
+  (step3, though vLLM's later tests keep it);
+- ``vllm-paths-differ`` (vLLM's bug): one of vLLM's paths (whole, stream) agrees with thinkgate and the
+  other does not (hunyuan_a13b's stream garbles nested arguments; minicpm5's repeats text);
 - ``empty-arguments`` (vLLM's bug): vLLM's stream sends no argument text (``""``, not ``{}``) for a call
   without parameters;
 - ``call-text-in-content`` (vLLM's bug): vLLM's stream returns the call and also puts (part of) its text,
@@ -89,16 +91,33 @@ def _loosely_equal(theirs: Any, want: Any) -> bool:
     return theirs == want
 
 
-def _trim_newline(v: Any) -> Any:
+def _trimmed(v: Any, strip: bool) -> Any:
     if isinstance(v, dict):
-        return {k: _trim_newline(x) for k, x in v.items()}
-    return v.removeprefix("\n").removesuffix("\n") if isinstance(v, str) else v
+        return {k: _trimmed(x, strip) for k, x in v.items()}
+    if not isinstance(v, str):
+        return v
+    return v.strip() if strip else v.removeprefix("\n").removesuffix("\n")
+
+
+def _agrees(a: Message, b: Message) -> bool:
+    """The same calls (arguments as JSON values) and the same content but for whitespace."""
+    return ([(n, _args(x)) for n, x in a.calls] == [(n, _args(x)) for n, x in b.calls]
+            and _ws(a.content) == _ws(b.content))
 
 
 def classify(got: Message, want: Message, change: str, controls: list[str], other: Message,
              lead: str = "") -> set[str]:
     """The kinds of difference between vLLM's answer ``got`` and thinkgate's ``want`` (module docstring);
-    ``other``: vLLM's answer on its other path (its stream for its whole answer and back)."""
+    ``other``: vLLM's answer on its other path (its stream for its whole answer and back). A difference no
+    other kind explains is ``vllm-paths-differ`` where vLLM's other path agrees with thinkgate."""
+    kinds = _classify(got, want, change, controls, other, lead)
+    if "unexplained" in kinds and _agrees(other, want):
+        return (kinds - {"unexplained"}) | {"vllm-paths-differ"}
+    return kinds
+
+
+def _classify(got: Message, want: Message, change: str, controls: list[str], other: Message,
+              lead: str = "") -> set[str]:
     if got == want:
         return {"same"}
     if change in ("delete", "cut"):
@@ -117,8 +136,9 @@ def classify(got: Message, want: Message, change: str, controls: list[str], othe
             return {"text-in-arguments"}
         elif extra and any(any(m in a for m in controls) for _, a in got.calls):
             return {"control-token-in-value"}  # thinkgate's content then holds that call's (or section's) text
-        elif [n for n, _ in g] == [n for n, _ in w] and [a for _, a in g] == [_trim_newline(a) for _, a in w]:
-            kinds.add("value-newline-trim")
+        elif [n for n, _ in g] == [n for n, _ in w] and any([a for _, a in g] == [_trimmed(a, strip) for _, a in w]
+                                                             for strip in (False, True)):
+            kinds.add("value-trim")
         elif [n for n, _ in g] == [n for n, _ in w] and all(ga == wa or (ga == "" and wa == {})
                                                              for (_, ga), (_, wa) in zip(g, w)):
             kinds.add("empty-arguments")
