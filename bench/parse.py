@@ -85,6 +85,27 @@ CASES: dict[str, tuple[str | None, str, str, str]] = {
                        f'<function_call> {{"name": "get_weather", "arguments": {_ARGS}}}'),
     "internlm": (None, _CHATML, "", '<|action_start|><|plugin|>\n{"name": "get_weather", "arguments": '
                  f'{_ARGS}}}<|action_end|>'),
+    # -- xml_a (synthetic vocabularies but mimo's and minicpm5's: bench/vocabs.py)
+    "seed_oss": ("seed_oss", "<seed:bos>user\nWeather?<seed:eos><seed:bos>assistant\n",
+                 "<seed:think>I should call a tool.</seed:think>\n",
+                 "<seed:tool_call>\n<function=get_weather>\n<parameter=location>Paris</parameter>\n</function>\n"
+                 "</seed:tool_call>"),
+    "zaya": ("qwen3", *_QWEN, _QWEN_XML.replace("tool_call>", "zyphra_tool_call>")),
+    "mimo": ("qwen3", *_QWEN, "<tool_call><function=get_weather><parameter=location>Paris</parameter></function>"
+             "</tool_call>"),
+    "longcat": ("qwen3", *_QWEN, f'<longcat_tool_call>\n{{"name": "get_weather", "arguments": {_ARGS}}}\n'
+                "</longcat_tool_call>"),
+    "hunyuan_a13b": ("hunyuan_a13b", "<|startoftext|>Weather?<|extra_0|>", "<think>\nI should call a tool.\n</think>\n"
+                     "<answer>\n", f'<tool_calls>[{{"name": "get_weather", "arguments": {_ARGS}}}]</tool_calls>'),
+    "hy_v3": ("qwen3", *_QWEN, "<tool_calls>\n<tool_call>get_weather<tool_sep>\n<arg_key>location</arg_key>\n"
+              "<arg_value>Paris</arg_value>\n</tool_call>\n</tool_calls>"),
+    "hy_v4": ("qwen3", *_QWEN, "<tool_calls><tool_call>get_weather<arg_key>location</arg_key><arg_value>Paris"
+              "</arg_value></tool_call></tool_calls>"),
+    "step3": ("step3", "<|BOT|>user\nWeather?<|EOT|><|BOT|>assistant\n<think>\n", "I should call a tool.\n</think>\n",
+              '<｜tool_calls_begin｜>\n<｜tool_call_begin｜>function<｜tool_sep｜><steptml:invoke name="get_weather">\n'
+              '<steptml:parameter name="location">Paris</steptml:parameter>\n</steptml:invoke><｜tool_call_end｜>\n'
+              "<｜tool_calls_end｜>"),
+    "minicpm5": ("qwen3", *_QWEN, '<function name="get_weather"><param name="location">Paris</param></function>'),
 }
 LIST_OUTPUT = ("json", "xlam")
 """Formats whose output is one JSON list of calls: the bench fills it with calls, not content."""

@@ -44,6 +44,17 @@ SYNTHETIC_FAMILIES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "jamba": (("<|startoftext|>", "<|bom|>", "<|eom|>", "<tool_calls>", "</tool_calls>"), ("<|eom|>",)),
     "granite": (("<|start_of_role|>", "<|end_of_role|>", "<|end_of_text|>", "<|tool_call|>"), ("<|end_of_text|>",)),
     "internlm": (("<|action_start|>", "<|action_end|>", "<|plugin|>", "<|interpreter|>"), ("<|im_end|>",)),
+    # -- xml_a: Seed-OSS, ZAYA1, LongCat-Flash, Hunyuan-A13B, Hy3 / Hy4 (unsuffixed tokens), Step3
+    "seed": (("<seed:bos>", "<seed:eos>", "<seed:think>", "</seed:think>", "<seed:tool_call>", "</seed:tool_call>"),
+             ("<seed:eos>",)),
+    "zaya": (("<zyphra_tool_call>", "</zyphra_tool_call>"), ("<|im_end|>",)),
+    "longcat": (("<longcat_tool_call>", "</longcat_tool_call>"), ("<|im_end|>",)),
+    "hunyuan": (("<|startoftext|>", "<|extra_0|>", "<|extra_4|>", "<|eos|>", "<tool_calls>", "</tool_calls>"),
+                ("<|eos|>",)),
+    "hy": (("<tool_calls>", "</tool_calls>", "<tool_sep>", "<arg_key>", "</arg_key>", "<arg_value>", "</arg_value>"),
+           ("<|im_end|>",)),
+    "step3": (("<|BOT|>", "<|EOT|>", "<｜tool_calls_begin｜>", "<｜tool_calls_end｜>", "<｜tool_call_begin｜>",
+               "<｜tool_call_end｜>", "<｜tool_sep｜>"), ("<|EOT|>",)),
 }
 
 FORMAT_VOCABULARY: dict[str, str] = {
@@ -54,6 +65,8 @@ FORMAT_VOCABULARY: dict[str, str] = {
     "openai": "harmony",
     "phi4_mini_json": "qwen3_6", "xlam": "qwen3_6", "granite_20b_fc": "qwen3_6", "jamba": "jamba", "granite": "granite",
     "internlm": "internlm",
+    "seed_oss": "seed", "zaya": "zaya", "mimo": "qwen3_6", "longcat": "longcat", "hunyuan_a13b": "hunyuan",
+    "hy_v3": "hy", "hy_v4": "hy", "step3": "step3", "minicpm5": "qwen3_6",
 }
 """Format -> the vocabulary its tests and benchmarks use (a real name or a synthetic family)."""
 

@@ -290,6 +290,40 @@ FAMILIES: dict[str, Family] = {f.fmt: f for f in [
            lambda n, a, i: f'<function_call> {{"name": "{n}", "arguments": {_j(a)}}}'),
     Family("internlm", "internlm", None, "<|im_start|>user\nWeather?<|im_end|>\n<|im_start|>assistant\n", "",
            lambda n, a, i: f'<|action_start|><|plugin|>\n{{"name": "{n}", "arguments": {_j(a)}}}<|action_end|>'),
+    # -- xml_a (synthetic vocabularies but mimo's: bench/vocabs.py)
+    Family("seed_oss", "seed", "seed_oss", "<seed:bos>user\nWeather?<seed:eos><seed:bos>assistant\n",
+           "<seed:think>I should call a tool.</seed:think>\n",
+           lambda n, a, i: f"<seed:tool_call>\n<function={n}>\n" + _xml(n, a, "<parameter={key}>", "</parameter>\n")
+           + "</function>\n</seed:tool_call>", sep="\n", xml=("<parameter=location>", "</parameter>"), close_ends_value=True),
+    Family("zaya", "zaya", "qwen3", QWEN_PROMPT, QWEN_THINK,
+           lambda n, a, i: f"<zyphra_tool_call>\n<function={n}>\n" + _xml(n, a, "<parameter={key}>\n", "\n</parameter>\n")
+           + "</function>\n</zyphra_tool_call>", sep="\n", xml=("<parameter=location>\n", "</parameter>")),
+    Family("mimo", "qwen3_6", "qwen3", QWEN_PROMPT, QWEN_THINK,
+           lambda n, a, i: f"<tool_call><function={n}>" + _xml(n, a, "<parameter={key}>", "</parameter>")
+           + "</function></tool_call>", xml=("<parameter=location>", "</parameter>"), close_ends_value=True),
+    Family("longcat", "longcat", "qwen3", QWEN_PROMPT, QWEN_THINK,
+           lambda n, a, i: f'<longcat_tool_call>\n{{"name": "{n}", "arguments": {_j(a)}}}\n</longcat_tool_call>', sep="\n"),
+    Family("hunyuan_a13b", "hunyuan", "hunyuan_a13b", "<|startoftext|>Weather?<|extra_0|>",
+           "<think>\nI should call a tool.\n</think>\n<answer>\n",
+           lambda n, a, i: f'{{"name": "{n}", "arguments": {_j(a)}}}', section=("<tool_calls>[", "]</tool_calls>"),
+           sep=", "),
+    Family("hy_v3", "hy", "qwen3", QWEN_PROMPT, QWEN_THINK,
+           lambda n, a, i: f"<tool_call>{n}<tool_sep>\n" + _xml(n, a, "<arg_key>{key}</arg_key>\n<arg_value>", "</arg_value>\n")
+           + "</tool_call>\n", section=("<tool_calls>\n", "</tool_calls>"),
+           xml=("<arg_key>location</arg_key>\n<arg_value>", "</arg_value>")),
+    Family("hy_v4", "hy", "qwen3", QWEN_PROMPT, QWEN_THINK,
+           lambda n, a, i: f"<tool_call>{n}" + _xml(n, a, "<arg_key>{key}</arg_key><arg_value>", "</arg_value>")
+           + "</tool_call>", section=("<tool_calls>", "</tool_calls>"),
+           xml=("<arg_key>location</arg_key><arg_value>", "</arg_value>")),
+    Family("step3", "step3", "step3", "<|BOT|>user\nWeather?<|EOT|><|BOT|>assistant\n<think>\n",
+           "I should call a tool.\n</think>\n",
+           lambda n, a, i: f'<｜tool_call_begin｜>function<｜tool_sep｜><steptml:invoke name="{n}">\n'
+           + _xml(n, a, '<steptml:parameter name="{key}">', "</steptml:parameter>\n") + "</steptml:invoke><｜tool_call_end｜>",
+           section=("<｜tool_calls_begin｜>\n", "\n<｜tool_calls_end｜>"), sep="\n",
+           xml=('<steptml:parameter name="location">', "</steptml:parameter>"), close_ends_value=True),
+    Family("minicpm5", "qwen3_6", "qwen3", QWEN_PROMPT, QWEN_THINK,
+           lambda n, a, i: f'<function name="{n}">' + _xml(n, a, '<param name="{key}">', "</param>") + "</function>",
+           sep="\n", xml=('<param name="location">', "</param>"), close_ends_value=True),
 ]}
 FORMATS = list(FAMILIES)
 

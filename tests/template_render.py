@@ -374,6 +374,100 @@ def _internlm(calls: Sequence[Call], content: str) -> str:
     # + '<|action_end|>' (arguments: the message's JSON text, as the OpenAI request gives it)
     return content + "".join("<|action_start|><|plugin|>\n" + _call_object(n, a) + "<|action_end|>"
                              for n, a in calls)
+# xml_a: Seed-OSS, ZAYA1, MiMo, LongCat, Hunyuan-A13B, Hy3 / Hy4, Step3 (and two aliases' own layouts)
+
+
+def _xml_value(v: Any) -> str:
+    # `v if v is string else v | tojson`: the rule of the Qwen XML family's later templates
+    return v if isinstance(v, str) else tojson(v)
+
+
+def _seed_oss(calls: Sequence[Call], content: str) -> str:
+    # '<seed:tool_call>\n<function=' + name + '>\n', then per argument '<parameter=' + k + '>' + value +
+    # '</parameter>\n', then '</function>\n</seed:tool_call>'; calls and content joined by '\n'
+    out = content
+    for i, (name, args) in enumerate(calls):
+        if i or content:
+            out += "\n"
+        body = "".join("<parameter=" + k + ">" + _xml_value(v) + "</parameter>\n" for k, v in args.items())
+        out += "<seed:tool_call>\n<function=" + name + ">\n" + body + "</function>\n</seed:tool_call>"
+    return out
+
+
+def _zaya(calls: Sequence[Call], content: str) -> str:
+    # Qwen3.6's layout (value between newlines) inside <zyphra_tool_call>
+    out = content
+    for i, (name, args) in enumerate(calls):
+        out += ("\n\n" if content.strip() else "") if i == 0 else "\n"
+        body = "".join("<parameter=" + k + ">\n" + _xml_value(v) + "\n</parameter>\n" for k, v in args.items())
+        out += "<zyphra_tool_call>\n<function=" + name + ">\n" + body + "</function>\n</zyphra_tool_call>"
+    return out
+
+
+def _mimo(calls: Sequence[Call], content: str) -> str:
+    # MiMo-V2.6: '<tool_call><function=' + name + '>' + ('<parameter=' + k + '>' + value + '</parameter>')* +
+    # '</function></tool_call>', no whitespace between the tags or the calls
+    out = content
+    for name, args in calls:
+        body = "".join("<parameter=" + k + ">" + _xml_value(v) + "</parameter>" for k, v in args.items())
+        out += "<tool_call><function=" + name + ">" + body + "</function></tool_call>"
+    return out
+
+
+def _longcat(calls: Sequence[Call], content: str) -> str:
+    out = content
+    for i, (name, args) in enumerate(calls):
+        if i or content:
+            out += "\n"
+        out += '<longcat_tool_call>\n{"name": "' + name + '", "arguments": ' + tojson(args) + "}\n</longcat_tool_call>"
+    return out
+
+
+def _hunyuan_a13b(calls: Sequence[Call], content: str) -> str:
+    # content + '<tool_calls>' + '[' + ('{"name": "' + name + '", ' + '"arguments": ' + arguments|tojson + '}')
+    # joined by ', ' + ']' + '</tool_calls>'
+    items = ['{"name": "' + name + '", "arguments": ' + tojson(args) + "}" for name, args in calls]
+    return content + "<tool_calls>[" + ", ".join(items) + "]</tool_calls>"
+
+
+def _hy_v3(calls: Sequence[Call], content: str) -> str:
+    body = "".join("<tool_call>" + name + "<tool_sep>\n"
+                   + "".join("<arg_key>" + k + "</arg_key>\n<arg_value>" + _xml_value(v) + "</arg_value>\n"
+                             for k, v in args.items()) + "</tool_call>\n" for name, args in calls)
+    return content + "<tool_calls>\n" + body + "</tool_calls>"
+
+
+def _hy_v4(calls: Sequence[Call], content: str) -> str:
+    body = "".join("<tool_call>" + name + "".join("<arg_key>" + k + "</arg_key><arg_value>" + _xml_value(v)
+                                                   + "</arg_value>" for k, v in args.items()) + "</tool_call>"
+                   for name, args in calls)
+    return content + "<tool_calls>" + body + "</tool_calls>"
+
+
+def _step3(calls: Sequence[Call], content: str) -> str:
+    entries = ['<｜tool_call_begin｜>function<｜tool_sep｜><steptml:invoke name="' + name + '">\n'
+               + "".join('<steptml:parameter name="' + k + '">' + _xml_value(v) + "</steptml:parameter>\n"
+                         for k, v in args.items()) + "</steptml:invoke><｜tool_call_end｜>" for name, args in calls]
+    return content + "<｜tool_calls_begin｜>\n" + "\n".join(entries) + "\n<｜tool_calls_end｜>"
+
+
+def _minicpm5(calls: Sequence[Call], content: str) -> str:
+    # '<function name="' + name + '">' + ('<param name="' + k + '">' + value + '</param>')* + '</function>', the
+    # calls on lines of their own after the content
+    out = content + ("\n" if content else "")
+    return out + "\n".join('<function name="' + name + '">' + "".join('<param name="' + k + '">' + _xml_value(v)
+                                                                        + "</param>" for k, v in args.items())
+                           + "</function>" for name, args in calls)
+
+
+def _step3p5(calls: Sequence[Call], content: str) -> str:
+    # Step-3.5: Qwen3-Coder's layout, the first call right after the content, later ones after '\n'
+    out = content
+    for i, (name, args) in enumerate(calls):
+        out += "\n" if i else ""
+        body = "".join("<parameter=" + k + ">\n" + _xml_value(v) + "\n</parameter>\n" for k, v in args.items())
+        out += "<tool_call>\n<function=" + name + ">\n" + body + "</function>\n</tool_call>"
+    return out
 
 
 # --------------------------------------------------------------------------------------------------
@@ -432,6 +526,31 @@ RENDERERS: dict[str, Renderer] = {r.name: r for r in [
     Renderer("granite_20b_fc", "granite_20b_fc", "vllm-project/vllm examples/tool_chat_template_granite_20b_fc.jinja",
              _granite_20b_fc),
     Renderer("internlm", "internlm", "vllm-project/vllm examples/tool_chat_template_internlm2_tool.jinja", _internlm),
+    # -- xml_a
+    Renderer("seed_oss", "seed_oss", "ggml-org/llama.cpp common/chat Seed-OSS grammar ('<seed:tool_call>\\n<function=' "
+             "... '</parameter>\\n' ... '</function>' '</seed:tool_call>'); vllm-project/vllm "
+             "tests/tool_parsers/test_seed_oss_tool_parser.py outputs", _seed_oss,
+             notes="the template itself was not available: non-string values as tojson is an assumption"),
+    Renderer("zaya", "zaya", "vllm 0.34 vllm/parser/zaya.py (Qwen3 XML inside <zyphra_tool_call>); the "
+             "<zyphra_tool_call>\\n<function=...>\\n<parameter=...>\\n value \\n</parameter> layout of public "
+             "ZAYA1 parser tests", _zaya, notes="the template itself was not available"),
+    Renderer("mimo", "mimo", _HF + "XiaomiMiMo/MiMo-V2.6-Pro-RL chat_template.jinja as quoted in xgrammar "
+             "builtin_structural_tag.get_mimo_structural_tag", _mimo),
+    Renderer("longcat", "longcat", "vllm 0.34 structural_tag_registry get_longcat_structural_tag (hermes layout "
+             "in <longcat_tool_call>)", _longcat),
+    Renderer("hunyuan_a13b", "hunyuan_a13b", "vllm-project/vllm examples/tool_chat_template_hunyuan_a13b.jinja",
+             _hunyuan_a13b),
+    Renderer("hy_v3", "hy_v3", "vllm-project/vllm tests/tool_parsers/test_hy_v3_tool_parser.py (Hy3-preview "
+             "outputs, the newline layout)", _hy_v3),
+    Renderer("hy_v4", "hy_v4", "vllm 0.34 structural_tag_registry get_hy_v4_structural_tag (no separators)",
+             _hy_v4),
+    Renderer("step3", "step3", "sglang function_call/step3_detector.py Step3Detector docstring (the format "
+             "structure)", _step3),
+    Renderer("minicpm5", "minicpm5", "vllm-project/vllm tests/tool_parsers/test_minicpm5xml_tool_parser.py "
+             "(MiniCPM5 outputs: the calls in plain text, each on a line)", _minicpm5,
+             notes="the template itself was not available"),
+    Renderer("step3p5", "qwen3_6", "vllm-project/vllm tests/tool_parsers/test_step3p5_tool_parser.py "
+             "(Step-3.5-Flash outputs)", _step3p5, notes="vLLM runs its Qwen3 XML engine for step3p5 and step5"),
 ]}
 
 

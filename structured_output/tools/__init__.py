@@ -12,9 +12,10 @@ callers without ids) trusts the text, so marker text in free text reads as a cal
 
 Formats (``list_tool_formats()``): hermes (qwen3), qwen3_coder, qwen3_5, qwen3_6 (qwen3_xml), llama3_json, mistral,
 deepseek_v3, deepseek_v31, deepseek_v32, deepseek_v4, kimi_k2, glm47, minimax_m2, gemma4, openai
-(harmony), json (no model syntax: a JSON array of calls), and the JSON call objects inside optional
-markers (``marked_json.py``): phi4_mini_json, xlam, jamba, granite, granite_20b_fc (granite-20b-fc),
-internlm. Each is one declarative definition from which both its constraint and its reader are built: the table is ``formats.py``, the machinery that builds
+(harmony), json (no model syntax: a JSON array of calls), and one format or alias for each of vLLM 0.34's
+tool-parser names (``docs/names.md`` lists every name with its syntax and markers; ``python -m
+thinkgate.names`` prints it). Each is one declarative definition from which
+both its constraint and its reader are built: the table is ``formats.py``, the machinery that builds
 them ``engine.py``; harmony (``harmony.py``) and json (``json_calls.py``) are classes of their own.
 """
 

@@ -206,3 +206,93 @@ register_tool_format(MarkedJsonFormat(
     description='InternLM2: <|action_start|><|plugin|>\n{"name": ..., "arguments": {...}}<|action_end|>',
     markers=("<|action_start|>", "<|plugin|>", "<|action_end|>"), open="<|action_start|><|plugin|>\n",
     body="object", close="<|action_end|>", arg_keys=("arguments", "parameters")))
+# -- xml_a --------------------------------------------------------------------------------------------
+# vLLM 0.34 names whose call syntax is one already above are aliases (``ernie45`` of hermes: JSON in
+# <tool_call> lines; ``step3p5`` / ``step5`` of qwen3_6: vLLM runs its Qwen3 XML engine for both, and the
+# Step-3.5 outputs of vLLM's tests write JSON spellings, ``true``). The others are new literals of the
+# same machinery.
+
+def _add_aliases(name: str, *aliases: str) -> None:
+    fmt = _FORMATS[name]
+    fmt.aliases = (*fmt.aliases, *aliases)
+    register_tool_format(fmt)
+
+
+_add_aliases("hermes", "ernie45")
+_add_aliases("qwen3_6", "step3p5", "step5")
+
+_QWEN_XML_ARGS = XmlArgs("<parameter={key}>\n", "\n</parameter>\n", "</parameter>", values="json")
+
+register_tool_format(CallFormat(
+    name="seed_oss",
+    description="Seed-OSS: <seed:tool_call>\\n<function=NAME>\\n<parameter=KEY>value</parameter>\\n...",
+    markers=("<seed:tool_call>", "</seed:tool_call>", "<seed:think>", "</seed:think>"),
+    call_begin="<seed:tool_call>\n<function={name}>\n",
+    args=XmlArgs("<parameter={key}>", "</parameter>\n", "</parameter>", values="json"),
+    call_end="</function>\n</seed:tool_call>", call_sep="\n"))
+
+register_tool_format(CallFormat(
+    name="zaya", aliases=("zaya_xml",),
+    description="ZAYA1: Qwen3 XML calls in <zyphra_tool_call> tokens",
+    markers=("<zyphra_tool_call>", "</zyphra_tool_call>", *_THINK),
+    call_begin="<zyphra_tool_call>\n<function={name}>\n", args=_QWEN_XML_ARGS,
+    call_end="</function>\n</zyphra_tool_call>", call_sep="\n"))
+
+register_tool_format(CallFormat(
+    name="mimo",
+    description="MiMo-V2.6: compact <tool_call><function=NAME><parameter=KEY>value</parameter></function></tool_call>",
+    markers=("<tool_call>", "</tool_call>", *_THINK),
+    call_begin="<tool_call><function={name}>",
+    args=XmlArgs("<parameter={key}>", "</parameter>", "</parameter>", values="json"),
+    call_end="</function></tool_call>"))
+
+register_tool_format(CallFormat(
+    name="longcat",
+    description="LongCat-Flash: hermes JSON calls in <longcat_tool_call> tokens",
+    markers=("<longcat_tool_call>", "</longcat_tool_call>", *_THINK),
+    call_begin='<longcat_tool_call>\n{"name": "{name}", "arguments": ', args=JsonArgs(),
+    call_end="}\n</longcat_tool_call>", call_sep="\n"))
+
+register_tool_format(CallFormat(
+    name="hunyuan_a13b",
+    description='Hunyuan-A13B: <tool_calls>[{"name": NAME, "arguments": {...}}, ...]</tool_calls>',
+    markers=("<tool_calls>", "</tool_calls>", *_THINK),
+    section=("<tool_calls>[", "]</tool_calls>"),
+    call_begin='{"name": "{name}", "arguments": ', args=JsonArgs(), call_end="}", call_sep=", "))
+
+register_tool_format(CallFormat(
+    name="hy_v3",
+    description="Hy3: <tool_calls>\\n<tool_call>NAME<tool_sep>\\n<arg_key>K</arg_key>\\n<arg_value>V</arg_value>\\n",
+    markers=("<tool_calls>", "</tool_calls>", "<tool_call>", "</tool_call>", "<tool_sep>", "<arg_key>",
+             "</arg_key>", "<arg_value>", "</arg_value>", *_THINK),
+    section=("<tool_calls>\n", "</tool_calls>"),
+    call_begin="<tool_call>{name}<tool_sep>\n",
+    args=XmlArgs("<arg_key>{key}</arg_key>\n<arg_value>", "</arg_value>\n", "</arg_value>"),
+    call_end="</tool_call>\n"))
+
+register_tool_format(CallFormat(
+    name="hy_v4",
+    description="Hy4: <tool_calls><tool_call>NAME<arg_key>K</arg_key><arg_value>V</arg_value></tool_call></tool_calls>",
+    markers=("<tool_calls>", "</tool_calls>", "<tool_call>", "</tool_call>", "<arg_key>", "</arg_key>",
+             "<arg_value>", "</arg_value>", *_THINK),
+    section=("<tool_calls>", "</tool_calls>"),
+    call_begin="<tool_call>{name}",
+    args=XmlArgs("<arg_key>{key}</arg_key><arg_value>", "</arg_value>", "</arg_value>"),
+    call_end="</tool_call>"))
+
+register_tool_format(CallFormat(
+    name="step3",
+    description='Step3: <｜tool_call_begin｜>function<｜tool_sep｜><steptml:invoke name="NAME"> <steptml:parameter ...>',
+    markers=("<｜tool_calls_begin｜>", "<｜tool_calls_end｜>", "<｜tool_call_begin｜>", "<｜tool_call_end｜>",
+             "<｜tool_sep｜>", *_THINK),
+    section=("<｜tool_calls_begin｜>\n", "\n<｜tool_calls_end｜>"),
+    call_begin='<｜tool_call_begin｜>function<｜tool_sep｜><steptml:invoke name="{name}">\n',
+    args=XmlArgs('<steptml:parameter name="{key}">', "</steptml:parameter>\n", "</steptml:parameter>"),
+    call_end="</steptml:invoke><｜tool_call_end｜>", call_sep="\n"))
+
+register_tool_format(CallFormat(
+    name="minicpm5",
+    description='MiniCPM5: <function name="NAME"><param name="KEY">value</param></function> in plain text',
+    call_begin='<function name="{name}">',
+    args=XmlArgs('<param name="{key}">', "</param>", "</param>", values="json"),
+    call_end="</function>", call_sep="\n", text_trigger='<function name="'))
