@@ -40,6 +40,14 @@ SYNTHETIC_FAMILIES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
                "<|python_tag|>"), ("<|eot_id|>", "<|eom_id|>")),
     "harmony": (("<|start|>", "<|end|>", "<|message|>", "<|channel|>", "<|constrain|>", "<|return|>", "<|call|>"),
                 ("<|return|>", "<|call|>")),
+    # -- xml_b
+    "dots": (("<dots_function_call>", "</dots_function_call>", "<|endofresponse|>"), ("<|endofresponse|>",)),
+    # PLaMo 3's tool markers are three tokens each ("<|plamo:begin_" + name + ":plamo|>"); <|plamo:tag|> ends a turn
+    "plamo": (("<|plamo:begin_", "<|plamo:end_", ":plamo|>", "<|plamo:constrain|>", "<|plamo:msg|>", "<|plamo:tag|>"),
+              ("<|plamo:tag|>",)),
+    "ifm": (("<ifm|tool_calls>", "</ifm|tool_calls>", "<ifm|tool_call>", "</ifm|tool_call>", "<ifm|arg_key>",
+             "</ifm|arg_key>", "<ifm|arg_type>", "</ifm|arg_type>", "<ifm|arg_value>", "</ifm|arg_value>"),
+            ("<|im_end|>",)),
 }
 
 FORMAT_VOCABULARY: dict[str, str] = {
@@ -48,6 +56,9 @@ FORMAT_VOCABULARY: dict[str, str] = {
     "deepseek_v4": "deepseek_v4", "mistral": "magistral",
     "kimi_k2": "kimi", "glm47": "glm", "glm45": "glm", "minimax_m2": "minimax", "gemma4": "gemma", "llama3_json": "llama",
     "openai": "harmony",
+    # -- xml_b (ripple's markers are plain text: DeepSeek V4's table has no <tool_call> token)
+    "deepseek_v41": "deepseek_v4", "dots": "dots", "ripple": "deepseek_v4", "plamo3": "plamo",
+    "k2_horizon": "ifm",
 }
 """Format -> the vocabulary its tests and benchmarks use (a real name or a synthetic family)."""
 
