@@ -30,6 +30,11 @@ NAMES: dict[str, str] = {
     "ling3": "glm47", "poolside_v1": "glm45", "deepseek_v41": "deepseek_v41", "dots": "dots", "ripple": "ripple",
     "plamo3": "plamo3", "k2_horizon": "k2_horizon",
 }
+VALUE_TAGS: dict[str, tuple[str, str]] = {
+    "ling3": ("<arg_value>", "</arg_value>"), "poolside_v1": ("<arg_value>", "</arg_value>"),
+    "dots": ("<parameter name=", "</parameter>"), "k2_horizon": ("<ifm|arg_value>", "</ifm|arg_value>"),
+    "deepseek_v41": ("<｜DSML｜ parameter name=", "</｜DSML｜ parameter>"),
+}
 KWARGS: dict[str, dict[str, Any]] = {
     # the template's thinking switched off, so that vLLM's parser starts in the content
     "ling3": {"enable_thinking": False}, "poolside_v1": {"enable_thinking": False},
@@ -52,14 +57,22 @@ VARIANTS: dict[str, list[str]] = {
 CLASSES: dict[str, str] = {
     "agree": "the same content and calls",
     "content_whitespace": "the same calls; the content differs in whitespace only (thinkgate strips the content "
-                          "around calls, vLLM's engine parsers keep the template's newlines)",
+                          "and drops the template's newline framing of calls, vLLM's parsers keep some of it)",
     "text_after_calls": "the same calls; vLLM drops the text written after the calls, thinkgate keeps it as content",
     "damaged_call": "a damaged output (a character deleted, or cut short): vLLM returns a call whose text does "
                     "not follow the syntax (arguments that are not JSON, a call without its end marker) or drops "
                     "the broken text; thinkgate leaves text that does not read as content",
-    "value_typing": "the same calls but for values typed by the schema: thinkgate reads an argument the template "
-                    "wrote as JSON as that JSON value where the schema admits it (an object under anyOf with a "
-                    "string), vLLM keeps the text as a string",
+    "value_typing": "the same calls but for a value typed by the schema: thinkgate follows a $ref (an object "
+                    "behind \"$ref\": \"#/$defs/Money\") and returns the JSON value the template wrote, vLLM's "
+                    "parser does not follow it and returns the text as a string, which the schema does not admit",
+    "vllm_stream_inconsistent": "vLLM's stream reads other calls than vLLM's own whole parse, which thinkgate's "
+                                "answer matches (thinkgate's stream equals its whole parse)",
+    "value_holds_closing_tag": "a string value holds the closing tag of a raw value, which the template writes "
+                               "unescaped (test_tool_conformance.py's CANNOT_EXPRESS): vLLM cuts the value at it "
+                               "and returns a wrong argument; thinkgate reads no call there (the block stays content)",
+    "layout_variant": "a layout vLLM's tests feed its parser that the model's template does not write (no newlines "
+                      "where the template writes them, JSON keys in another order): vLLM reads it, thinkgate's "
+                      "exact reader does not yet (the lenient reading of branch 'loose' is to cover it)",
     "vllm_stream_protocol": "vLLM's stream broke the OpenAI delta protocol (a call's first delta without its "
                             "id, type or name, or a call named twice)",
 }
@@ -89,21 +102,32 @@ def _same_but_typing(a: Any, b: Any) -> bool:
     return a == b
 
 
-def classify(change: str, theirs: Message | None, ours: Message) -> str:
+def classify(change: str, theirs: Message | None, ours: Message, their_whole: Message | None = None,
+             value_tags: tuple[str, str] | None = None, text: str = "") -> str:
+    """The class of one output (:data:`CLASSES`); ``their_whole``: for a stream, vLLM's whole answer;
+    ``value_tags``: the (opening, closing) tags of a raw XML value in ``text``."""
     if theirs is None:
         return "vllm_stream_protocol"
     tc, oc = _calls(theirs), _calls(ours)
+    tcontent, ocontent = " ".join((theirs.content or "").split()), " ".join((ours.content or "").split())
     if tc == oc and theirs.content == ours.content:
         return "agree"
-    if tc == oc and (theirs.content or "").strip() == (ours.content or "").strip():
+    if tc == oc and tcontent == ocontent:
         return "content_whitespace"
-    if tc == oc and change == "after" and (ours.content or "").endswith("Done.") and \
-            (theirs.content or "").strip() == (ours.content or "")[:-len("Done.")].strip():
+    if their_whole is not None and _calls(their_whole) != tc and \
+            classify(change, their_whole, ours) in ("agree", "content_whitespace", "text_after_calls"):
+        return "vllm_stream_inconsistent"
+    if tc == oc and change == "after" and ocontent.endswith("Done.") and tcontent == ocontent[:-len("Done.")].strip():
         return "text_after_calls"
-    if len(tc) == len(oc) and all(a[0] == b[0] and _same_but_typing(a[1], b[1]) for a, b in zip(tc, oc)):
-        return "value_typing" if (theirs.content or "").strip() == (ours.content or "").strip() else "unexplained"
     if change in ("delete", "cut"):
         return "damaged_call"
+    if value_tags is not None and text.count(value_tags[1]) > text.count(value_tags[0]) and tc and not oc:
+        return "value_holds_closing_tag"
+    if change == "variant" and not oc and tc:
+        return "layout_variant"
+    if len(tc) == len(oc) and all(a[0] == b[0] and _same_but_typing(a[1], b[1]) for a, b in zip(tc, oc)) \
+            and tcontent == ocontent:
+        return "value_typing"
     return "unexplained"
 
 
@@ -133,14 +157,15 @@ def test_vllm_parser_and_thinkgate_agree_or_differ_for_a_reason(name: str) -> No
         ours = Message(None, norm(r.content), tuple((c.name, c.arguments) for c in r.tool_calls))
         request = chat_request(TOOLS, "auto")
         theirs = whole(cls, tok, request, [], ids, v.decode(ids), KWARGS.get(name))
-        k = classify(change, Message(None, theirs.content, theirs.calls), ours)
+        tags = VALUE_TAGS.get(name)
+        k = classify(change, Message(None, theirs.content, theirs.calls), ours, None, tags, text)
         counts["whole:" + k] += 1
         try:
             got = streamed(cls, tok, request, [], ids, range(len(ids)), detokenizer(v), KWARGS.get(name))
             got = Message(None, got.content, got.calls)
         except AssertionError:
             got = None
-        ks = classify(change, got, ours)
+        ks = classify(change, got, ours, Message(None, theirs.content, theirs.calls), tags, text)
         counts["stream:" + ks] += 1
         for how, kk, m in (("whole", k, theirs), ("stream", ks, got)):
             if kk == "unexplained":
