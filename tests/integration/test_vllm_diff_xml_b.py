@@ -174,3 +174,12 @@ def test_vllm_parser_and_thinkgate_agree_or_differ_for_a_reason(name: str) -> No
     print(f"\n{name}: " + ", ".join(f"{k} {n}" for k, n in sorted(counts.items())))
     assert not unexplained, "\n".join(f"{h} {c} {t!r}\n  vLLM {m}\n  ours {o}" for h, c, t, m, o in unexplained[:5])
     assert counts["whole:agree"] >= 1
+
+
+def test_every_name_of_the_group_is_a_thinkgate_tool_parser_in_vllm() -> None:
+    """The plugin registers ``thinkgate_<name>`` for each of the group's vLLM names (and the formats' aliases)."""
+    import thinkgate.structured_output.vllm_tool_plugin  # noqa: F401
+    from vllm.tool_parsers import ToolParserManager
+
+    for name in [*NAMES, "deepseek_v4_1"]:
+        assert ToolParserManager.get_tool_parser(f"thinkgate_{name}") is not None
