@@ -170,3 +170,23 @@ def test_plamo3_marker_pieces_spelled_as_text_are_not_a_call() -> None:
     assert not any(t in v.special_token_ids for t in ids)
     r = get_tool_reader("plamo3", LOOKUP).read_ids(ids, v)
     assert r.calls == () and r.content == text
+
+
+# -- layouts vLLM's tests read that the templates do not write (newlines left out, keys reordered): the exact
+# reader leaves them as content; the lenient reading of branch ``loose`` is to read them (strict xfail: a
+# case that starts passing fails here until its mark is removed)
+
+LENIENT = "vLLM reads this layout; thinkgate's exact reader does not yet (lenient reading: branch loose)"
+
+
+@pytest.mark.xfail(strict=True, reason=LENIENT)
+@pytest.mark.parametrize(("fmt", "text"), [
+    ("poolside_v1", "<tool_call>lookup<arg_key>query</arg_key><arg_value>Paris</arg_value></tool_call>"),
+    ("dots", '<dots_function_call><invoke name="lookup"><parameter name="query">Paris</parameter></invoke>'
+             "</dots_function_call>"),
+    ("ripple", '<tool_call>\n{"arguments": {"query": "Paris"}, "name": "lookup"}\n</tool_call>'),
+    ("deepseek_v41", '\n\n<｜DSML｜ tool_calls>\n<｜DSML｜ invoke name="lookup">\n<｜DSML｜ parameter name="query" '
+                     'string="true">Paris</｜DSML｜ parameter>\n</｜DSML｜ invoke>\n</｜DSML｜ tool_calls>'),
+])
+def test_layouts_vllm_reads_beside_the_templates(fmt: str, text: str) -> None:
+    assert read(fmt, LOOKUP, text) == (None, [("lookup", {"query": "Paris"})])
