@@ -48,6 +48,10 @@ SYNTHETIC_FAMILIES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "ifm": (("<ifm|tool_calls>", "</ifm|tool_calls>", "<ifm|tool_call>", "</ifm|tool_call>", "<ifm|arg_key>",
              "</ifm|arg_key>", "<ifm|arg_type>", "</ifm|arg_type>", "<ifm|arg_value>", "</ifm|arg_value>"),
             ("<|im_end|>",)),
+    "cohere": (("<|START_OF_TURN_TOKEN|>", "<|END_OF_TURN_TOKEN|>", "<|USER_TOKEN|>", "<|CHATBOT_TOKEN|>",
+                "<|SYSTEM_TOKEN|>", "<|START_THINKING|>", "<|END_THINKING|>", "<|START_ACTION|>", "<|END_ACTION|>",
+                "<|START_RESPONSE|>", "<|END_RESPONSE|>", "<|START_TEXT|>", "<|END_TEXT|>"),
+               ("<|END_OF_TURN_TOKEN|>",)),
 }
 
 FORMAT_VOCABULARY: dict[str, str] = {
@@ -58,7 +62,7 @@ FORMAT_VOCABULARY: dict[str, str] = {
     "openai": "harmony",
     # -- xml_b (ripple's markers are plain text: DeepSeek V4's table has no <tool_call> token)
     "deepseek_v41": "deepseek_v4", "dots": "dots", "ripple": "deepseek_v4", "plamo3": "plamo",
-    "k2_horizon": "ifm",
+    "k2_horizon": "ifm", "cohere_command3": "cohere",
 }
 """Format -> the vocabulary its tests and benchmarks use (a real name or a synthetic family)."""
 

@@ -300,6 +300,11 @@ FAMILIES: dict[str, Family] = {f.fmt: f for f in [
            + _xml(n, a, "<ifm|arg_key>{key}</ifm|arg_key><ifm|arg_value>", "</ifm|arg_value>") + "</ifm|tool_call>",
            section=("<ifm|tool_calls>", "</ifm|tool_calls>"), sep="\n",
            xml=("<ifm|arg_key>location</ifm|arg_key><ifm|arg_value>", "</ifm|arg_value>")),
+    Family("cohere_command3", "cohere", "cohere_command",
+           "<|START_OF_TURN_TOKEN|><|USER_TOKEN|>Weather?<|END_OF_TURN_TOKEN|><|START_OF_TURN_TOKEN|><|CHATBOT_TOKEN|>",
+           "<|START_THINKING|>I should call a tool.<|END_THINKING|>",
+           lambda n, a, i: f'{{"tool_call_id": "{i}", "tool_name": "{n}", "parameters": {_j(a)}}}',
+           section=("<|START_ACTION|>[\n    ", "\n]<|END_ACTION|>"), sep=",\n    "),
 ]}
 FORMATS = list(FAMILIES)
 

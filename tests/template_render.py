@@ -377,6 +377,18 @@ def _k2_horizon(calls: Sequence[Call], content: str) -> str:
     return content + "<ifm|tool_calls>" + body + "</ifm|tool_calls>"
 
 
+def _cohere_command(calls: Sequence[Call], content: str) -> str:
+    # Cohere Command A, as cohere_melody 0.15's own renderers write an assistant turn with tool calls (render_cmd3 and
+    # render_cmd4 alike): '<|START_ACTION|>[\n    ' + the calls joined by ',\n    ', each
+    # '{"tool_call_id": "' + id + '", "tool_name": "' + name + '", "parameters": ' + parameters + '}', + '\n]<|END_ACTION|>'
+    # (ids "0", "1", ... here; the parameters as the JSON text the caller gave, tojson's spacing)
+    if content:
+        raise ValueError("Command writes the text of a tool-calling turn as its thinking (the tool plan), not content")
+    body = ",\n    ".join('{"tool_call_id": "' + str(i) + '", "tool_name": "' + n + '", "parameters": ' + tojson(a) + "}"
+                          for i, (n, a) in enumerate(calls))
+    return "<|START_ACTION|>[\n    " + body + "\n]<|END_ACTION|>"
+
+
 # --------------------------------------------------------------------------------------------------
 # the table
 
@@ -433,6 +445,8 @@ RENDERERS: dict[str, Renderer] = {r.name: r for r in [
              "(get_plamo3_structural_tag) and vllm/parser/plamo3.py", _plamo3),
     Renderer("k2_horizon", "k2_horizon", "vllm-project/vllm 0.34 vllm/tool_parsers/k2_horizon_tool_parser.py and "
              "tests/tool_parsers/test_k2_horizon_tool_parser.py (_group, _xml_call)", _k2_horizon),
+    Renderer("cohere_command3", "cohere_command3", "cohere_melody 0.15.3 (PyPI) render_cmd3 / render_cmd4, the "
+             "renderers of vLLM's cohere_command3 / cohere_command4 presets", _cohere_command),
 ]}
 
 

@@ -1,4 +1,5 @@
-"""The xml_b tool formats (issue 20 item 2): ling3, poolside_v1, deepseek_v41, dots, ripple, plamo3, k2_horizon.
+"""The xml_b tool formats (issue 20 item 2): ling3, poolside_v1, deepseek_v41, dots, ripple, plamo3, k2_horizon,
+cohere_command3 / cohere_command4.
 
 The expected results are the facts of vLLM 0.34's own tests for these parsers
 (``tests/tool_parsers/test_<name>_tool_parser.py``: which text is a call, its arguments typed by the schema,
@@ -6,7 +7,7 @@ what stays content), written as our own cases in the layout each model's templat
 ``template_render.py``). The constraint round trip, streaming = whole and the hostile cases run for these
 formats through the shared matrices (``test_tool_conformance.py``, ``test_parser_stream.py``,
 ``test_tool_formats.py``, ``test_hostile_tools.py``), which take every family of ``support.FAMILIES``; the
-differential against vLLM's parsers is ``tests/integration/test_vllm_diff_xml_b.py``.
+differential against vLLM's parsers is ``tests/integration/test_vllm_tool_parity.py``.
 """
 
 from __future__ import annotations
@@ -190,3 +191,22 @@ LENIENT = "vLLM reads this layout; thinkgate's exact reader does not yet (lenien
 ])
 def test_layouts_vllm_reads_beside_the_templates(fmt: str, text: str) -> None:
     assert read(fmt, LOOKUP, text) == (None, [("lookup", {"query": "Paris"})])
+
+
+# -- Cohere Command (cohere_command3, cohere_command4: one action syntax, cohere_melody's renderers for both)
+
+
+def test_cohere_action_block_calls_with_the_ids_the_model_wrote() -> None:
+    """cohere_melody (vLLM's Cohere parser) returns each call with its tool_call_id as the id."""
+    text = render("cohere_command3", [("lookup", {"query": "Paris", "limit": 3}), ("ping", {})])
+    for name in ("cohere_command3", "cohere_command4"):
+        r = get_tool_reader(name, LOOKUP).read(text)
+        assert [(c.id, c.name, json.loads(c.arguments)) for c in r.calls] == [
+            ("0", "lookup", {"query": "Paris", "limit": 3}), ("1", "ping", {})]
+        assert r.content is None
+
+
+@pytest.mark.xfail(strict=True, reason=LENIENT)
+def test_cohere_compact_action_vllm_reads() -> None:
+    text = '<|START_ACTION|>[{"tool_call_id":"0","tool_name":"lookup","parameters":{"query":"Paris"}}]<|END_ACTION|>'
+    assert read("cohere_command3", LOOKUP, text) == (None, [("lookup", {"query": "Paris"})])

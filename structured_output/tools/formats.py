@@ -226,3 +226,16 @@ register_tool_format(CallFormat(
     call_begin="<ifm|tool_call>{name}",
     args=XmlArgs("<ifm|arg_key>{key}</ifm|arg_key><ifm|arg_value>", "</ifm|arg_value>", "</ifm|arg_value>"),
     call_end="</ifm|tool_call>", call_sep="\n"))
+
+# Cohere Command: cohere_melody's own renderers (render_cmd3, render_cmd4: the presets vLLM's cohere_command3 /
+# cohere_command4 parse with) write the same action block, a JSON list of calls four spaces in, each with the id
+# the tool result refers to (the call's id here, as melody returns it).
+register_tool_format(CallFormat(
+    name="cohere_command3", aliases=("cohere_command4", "cohere_command"),
+    description='Cohere Command: <|START_ACTION|>[{"tool_call_id": "I", "tool_name": "N", "parameters": {...}}]'
+                "<|END_ACTION|>",
+    markers=("<|START_ACTION|>", "<|END_ACTION|>", "<|START_THINKING|>", "<|END_THINKING|>", "<|START_RESPONSE|>",
+             "<|END_RESPONSE|>", "<|START_TEXT|>", "<|END_TEXT|>"),
+    section=("<|START_ACTION|>[\n    ", "\n]<|END_ACTION|>"),
+    call_begin='{"tool_call_id": "{index}", "tool_name": "{name}", "parameters": ', args=JsonArgs(), call_end="}",
+    call_sep=",\n    ", call_ids=WrittenCallId('{"tool_call_id": "', '"')))
