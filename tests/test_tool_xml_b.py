@@ -173,24 +173,28 @@ def test_plamo3_marker_pieces_spelled_as_text_are_not_a_call() -> None:
     assert r.calls == () and r.content == text
 
 
-# -- layouts vLLM's tests read that the templates do not write (newlines left out, keys reordered): the exact
-# reader leaves them as content; the lenient reading of branch ``loose`` is to read them (strict xfail: a
-# case that starts passing fails here until its mark is removed)
-
-LENIENT = "vLLM reads this layout; thinkgate's exact reader does not yet (lenient reading: branch loose)"
+# -- layouts vLLM's tests read that the templates do not write (newlines left out, keys reordered, compact JSON):
+# the reader reads them as vLLM 0.34's parsers do (checked on those parsers); the constraint stays the template's
 
 
-@pytest.mark.xfail(strict=True, reason=LENIENT)
 @pytest.mark.parametrize(("fmt", "text"), [
     ("poolside_v1", "<tool_call>lookup<arg_key>query</arg_key><arg_value>Paris</arg_value></tool_call>"),
     ("dots", '<dots_function_call><invoke name="lookup"><parameter name="query">Paris</parameter></invoke>'
              "</dots_function_call>"),
     ("ripple", '<tool_call>\n{"arguments": {"query": "Paris"}, "name": "lookup"}\n</tool_call>'),
-    ("deepseek_v41", '\n\n<｜DSML｜ tool_calls>\n<｜DSML｜ invoke name="lookup">\n<｜DSML｜ parameter name="query" '
-                     'string="true">Paris</｜DSML｜ parameter>\n</｜DSML｜ invoke>\n</｜DSML｜ tool_calls>'),
+    ("cohere_command3", '<|START_ACTION|>[{"tool_call_id":"0","tool_name":"lookup","parameters":{"query":"Paris"}}]'
+                        "<|END_ACTION|>"),
 ])
 def test_layouts_vllm_reads_beside_the_templates(fmt: str, text: str) -> None:
     assert read(fmt, LOOKUP, text) == (None, [("lookup", {"query": "Paris"})])
+
+
+@pytest.mark.xfail(strict=True, reason="vLLM's deepseek_v41 also opens a block with V4's name in V4.1's spacing "
+                   "(<｜DSML｜ tool_calls>); a CallFormat has one section opening (strict: fails once read)")
+def test_deepseek_v41_block_under_v4s_name() -> None:
+    text = ('\n\n<｜DSML｜ tool_calls>\n<｜DSML｜ invoke name="lookup">\n<｜DSML｜ parameter name="query" '
+            'string="true">Paris</｜DSML｜ parameter>\n</｜DSML｜ invoke>\n</｜DSML｜ tool_calls>')
+    assert read("deepseek_v41", LOOKUP, text) == (None, [("lookup", {"query": "Paris"})])
 
 
 # -- Cohere Command (cohere_command3, cohere_command4: one action syntax, cohere_melody's renderers for both)
@@ -204,9 +208,3 @@ def test_cohere_action_block_calls_with_the_ids_the_model_wrote() -> None:
         assert [(c.id, c.name, json.loads(c.arguments)) for c in r.calls] == [
             ("0", "lookup", {"query": "Paris", "limit": 3}), ("1", "ping", {})]
         assert r.content is None
-
-
-@pytest.mark.xfail(strict=True, reason=LENIENT)
-def test_cohere_compact_action_vllm_reads() -> None:
-    text = '<|START_ACTION|>[{"tool_call_id":"0","tool_name":"lookup","parameters":{"query":"Paris"}}]<|END_ACTION|>'
-    assert read("cohere_command3", LOOKUP, text) == (None, [("lookup", {"query": "Paris"})])
