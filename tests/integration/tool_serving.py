@@ -123,17 +123,20 @@ def cases(renderer: str, n: int, seed: int, first: str | None = None) -> list[tu
     return out
 
 
-def ours(renderer: str, ids: list[int], tool_choice: Any) -> Message:
-    r = request_for(renderer, FAMILIES[RENDERERS[renderer].format].parser, tool_choice=tool_choice).parse(ids)
+def ours(renderer: str, ids: list[int], tool_choice: Any, read_undeclared: bool = False) -> Message:
+    r = request_for(renderer, FAMILIES[RENDERERS[renderer].format].parser, tool_choice=tool_choice,
+                    read_undeclared=read_undeclared).parse(ids)
     return Message(norm(r.reasoning), norm(r.content), tuple((c.name, c.arguments) for c in r.tool_calls))
 
 
-def ours_streamed(renderer: str, ids: Sequence[int], tool_choice: Any, cuts: Sequence[int]) -> Message:
+def ours_streamed(renderer: str, ids: Sequence[int], tool_choice: Any, cuts: Sequence[int],
+                  read_undeclared: bool = False) -> Message:
     """Thinkgate's own Parser streamed with the chunks of ``cuts`` (ids only), its deltas merged as
     :func:`streamed` merges vLLM's. A constrained request (required / named) streams a call from its
     name on, so on an output its grammar would not have let through (cut, damaged) the stream keeps a
     call that the whole parse reads as content: vLLM's stream is compared with this, not with ``ours``."""
-    req = request_for(renderer, FAMILIES[RENDERERS[renderer].format].parser, tool_choice=tool_choice)
+    req = request_for(renderer, FAMILIES[RENDERERS[renderer].format].parser, tool_choice=tool_choice,
+                      read_undeclared=read_undeclared)
     deltas, _ = stream_chunks(req, ids, cuts, give_text=False)
     reasoning, content = [], []
     calls: dict[int, list[str]] = {}
