@@ -55,6 +55,18 @@ SYNTHETIC_FAMILIES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
            ("<|im_end|>",)),
     "step3": (("<|BOT|>", "<|EOT|>", "<｜tool_calls_begin｜>", "<｜tool_calls_end｜>", "<｜tool_call_begin｜>",
                "<｜tool_call_end｜>", "<｜tool_sep｜>"), ("<|EOT|>",)),
+    # -- xml_b
+    "dots": (("<dots_function_call>", "</dots_function_call>", "<|endofresponse|>"), ("<|endofresponse|>",)),
+    # PLaMo 3's tool markers are three tokens each ("<|plamo:begin_" + name + ":plamo|>"); <|plamo:tag|> ends a turn
+    "plamo": (("<|plamo:begin_", "<|plamo:end_", ":plamo|>", "<|plamo:constrain|>", "<|plamo:msg|>", "<|plamo:tag|>"),
+              ("<|plamo:tag|>",)),
+    "ifm": (("<ifm|tool_calls>", "</ifm|tool_calls>", "<ifm|tool_call>", "</ifm|tool_call>", "<ifm|arg_key>",
+             "</ifm|arg_key>", "<ifm|arg_type>", "</ifm|arg_type>", "<ifm|arg_value>", "</ifm|arg_value>"),
+            ("<|im_end|>",)),
+    "cohere": (("<|START_OF_TURN_TOKEN|>", "<|END_OF_TURN_TOKEN|>", "<|USER_TOKEN|>", "<|CHATBOT_TOKEN|>",
+                "<|SYSTEM_TOKEN|>", "<|START_THINKING|>", "<|END_THINKING|>", "<|START_ACTION|>", "<|END_ACTION|>",
+                "<|START_RESPONSE|>", "<|END_RESPONSE|>", "<|START_TEXT|>", "<|END_TEXT|>"),
+               ("<|END_OF_TURN_TOKEN|>",)),
 }
 
 FORMAT_VOCABULARY: dict[str, str] = {
@@ -67,6 +79,9 @@ FORMAT_VOCABULARY: dict[str, str] = {
     "internlm": "internlm",
     "seed_oss": "seed", "zaya": "zaya", "mimo": "qwen3_6", "longcat": "longcat", "hunyuan_a13b": "hunyuan",
     "hy_v3": "hy", "hy_v4": "hy", "step3": "step3", "minicpm5": "qwen3_6",
+    # -- xml_b (ripple's markers are plain text: DeepSeek V4's table has no <tool_call> token)
+    "deepseek_v41": "deepseek_v4", "dots": "dots", "ripple": "deepseek_v4", "plamo3": "plamo",
+    "k2_horizon": "ifm", "cohere_command3": "cohere",
 }
 """Format -> the vocabulary its tests and benchmarks use (a real name or a synthetic family)."""
 

@@ -180,6 +180,11 @@ def _dsml(name: str, args: dict[str, Any]) -> str:
     return f'<｜DSML｜invoke name="{name}">\n{params}\n</｜DSML｜invoke>'
 
 
+def _dsml41(name: str, args: dict[str, Any]) -> str:
+    """:func:`_dsml` as DeepSeek V4.1 spells it: a space after the ``｜DSML｜`` marker of every tag."""
+    return _dsml(name, args).replace("｜DSML｜", "｜DSML｜ ")
+
+
 def _gemma(v: Any) -> str:
     if isinstance(v, dict):
         return "{" + ",".join(f"{k}:{_gemma(x)}" for k, x in v.items()) + "}"
@@ -324,6 +329,31 @@ FAMILIES: dict[str, Family] = {f.fmt: f for f in [
     Family("minicpm5", "qwen3_6", "qwen3", QWEN_PROMPT, QWEN_THINK,
            lambda n, a, i: f'<function name="{n}">' + _xml(n, a, '<param name="{key}">', "</param>") + "</function>",
            sep="\n", xml=('<param name="location">', "</param>"), close_ends_value=True),
+    # -- xml_b
+    Family("deepseek_v41", "deepseek_v4", "deepseek_v4", DS_PROMPT, DS_THINK, lambda n, a, i: _dsml41(n, a),
+           section=("\n\n<｜DSML｜ calls>\n", "\n</｜DSML｜ calls>"), sep="\n",
+           xml=('<｜DSML｜ parameter name="location" string="true">', "</｜DSML｜ parameter>")),
+    Family("dots", "dots", None, "<|userprompt|>Weather?<|endofuserprompt|><|response|>", "",
+           lambda n, a, i: f'<invoke name="{n}">\n' + _xml(n, a, '<parameter name="{key}">', "</parameter>\n")
+           + "</invoke>\n", section=("<dots_function_call>\n", "</dots_function_call>"),
+           xml=('<parameter name="location">', "</parameter>"), close_ends_value=True),
+    Family("ripple", "deepseek_v4", None, DS_PROMPT + "</think>", "",
+           lambda n, a, i: f'<tool_call>\n{{"name": "{n}", "arguments": {_j(a)}}}\n</tool_call>', sep="\n"),
+    Family("plamo3", "plamo", None, "Weather?", "",
+           lambda n, a, i: "<|plamo:begin_tool_request:plamo|><|plamo:begin_tool_name:plamo|>" + n
+           + "<|plamo:end_tool_name:plamo|><|plamo:begin_tool_arguments:plamo|><|plamo:constrain|>json<|plamo:msg|>"
+           + _j(a) + "<|plamo:end_tool_arguments:plamo|><|plamo:end_tool_request:plamo|>",
+           section=("<|plamo:begin_tool_requests:plamo|>", "<|plamo:end_tool_requests:plamo|>")),
+    Family("k2_horizon", "ifm", None, QWEN_PROMPT[:-len("<think>\n")], "",
+           lambda n, a, i: f"<ifm|tool_call>{n}"
+           + _xml(n, a, "<ifm|arg_key>{key}</ifm|arg_key><ifm|arg_value>", "</ifm|arg_value>") + "</ifm|tool_call>",
+           section=("<ifm|tool_calls>", "</ifm|tool_calls>"), sep="\n",
+           xml=("<ifm|arg_key>location</ifm|arg_key><ifm|arg_value>", "</ifm|arg_value>")),
+    Family("cohere_command3", "cohere", "cohere_command",
+           "<|START_OF_TURN_TOKEN|><|USER_TOKEN|>Weather?<|END_OF_TURN_TOKEN|><|START_OF_TURN_TOKEN|><|CHATBOT_TOKEN|>",
+           "<|START_THINKING|>I should call a tool.<|END_THINKING|>",
+           lambda n, a, i: f'{{"tool_call_id": "{i}", "tool_name": "{n}", "parameters": {_j(a)}}}',
+           section=("<|START_ACTION|>[\n    ", "\n]<|END_ACTION|>"), sep=",\n    "),
 ]}
 FORMATS = list(FAMILIES)
 

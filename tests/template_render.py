@@ -468,6 +468,72 @@ def _step3p5(calls: Sequence[Call], content: str) -> str:
         body = "".join("<parameter=" + k + ">\n" + _xml_value(v) + "\n</parameter>\n" for k, v in args.items())
         out += "<tool_call>\n<function=" + name + ">\n" + body + "</function>\n</tool_call>"
     return out
+# xml_b: DeepSeek V4.1, dots, Ripple, PLaMo 3
+
+
+def _deepseek_v41(calls: Sequence[Call], content: str) -> str:
+    # DeepSeek-V4.1 encoding/encoding.py as xgrammar 0.2.9's builtin tag deepseek_v4_1 and vLLM 0.34's
+    # parser/deepseek_v41.py spell it: V4's encoder (_dsml above) with a space after every ｜DSML｜ and the block
+    # named 'calls': '\n\n<｜DSML｜ calls>\n' + invokes joined by '\n' + '\n</｜DSML｜ calls>'
+    return _dsml(" calls")(calls, content).replace("<｜DSML｜invoke", "<｜DSML｜ invoke").replace(
+        "</｜DSML｜invoke", "</｜DSML｜ invoke").replace("<｜DSML｜parameter", "<｜DSML｜ parameter").replace(
+        "</｜DSML｜parameter", "</｜DSML｜ parameter")
+
+
+def _dots(calls: Sequence[Call], content: str) -> str:
+    # dots (vLLM 0.34 tool_parsers/dots_tool_parser.py, its canonical body): '<dots_function_call>\n', per call
+    # '<invoke name="N">\n' + per argument '<parameter name="k">' + value + '</parameter>\n' + '</invoke>\n',
+    # then '</dots_function_call>'; a str value raw, any other as JSON (the parser json-loads non-strings)
+    out = content + "<dots_function_call>\n"
+    for name, args in calls:
+        out += f'<invoke name="{name}">\n'
+        out += "".join(f'<parameter name="{k}">{_glm_value(v)}</parameter>\n' for k, v in args.items())
+        out += "</invoke>\n"
+    return out + "</dots_function_call>"
+
+
+def _ripple(calls: Sequence[Call], content: str) -> str:
+    # Ripple (vLLM 0.34 parser/ripple.py: 'The chat template frames each marker with newlines ...
+    # "\n<tool_call>\n...\n</tool_call>"', the body {"name": ..., "arguments": {...}}): per call
+    # '\n<tool_call>\n{"name": "' + name + '", "arguments": ' + (arguments | tojson) + '}\n</tool_call>'
+    return content + "".join('\n<tool_call>\n{"name": "' + n + '", "arguments": ' + tojson(a) + "}\n</tool_call>"
+                             for n, a in calls)
+
+
+def _plamo3(calls: Sequence[Call], content: str) -> str:
+    # PLaMo 3 (vLLM 0.34 structural_tag_registry.get_plamo3_structural_tag and parser/plamo3.py): one
+    # '<|plamo:begin_tool_requests:plamo|>' block, per call '<|plamo:begin_tool_request:plamo|>'
+    # '<|plamo:begin_tool_name:plamo|>' + name + '<|plamo:end_tool_name:plamo|>' '<|plamo:begin_tool_arguments:plamo|>'
+    # '<|plamo:constrain|>json<|plamo:msg|>' + (arguments | tojson) + '<|plamo:end_tool_arguments:plamo|>'
+    # '<|plamo:end_tool_request:plamo|>', nothing between, then '<|plamo:end_tool_requests:plamo|>'
+    body = "".join("<|plamo:begin_tool_request:plamo|><|plamo:begin_tool_name:plamo|>" + n
+                   + "<|plamo:end_tool_name:plamo|><|plamo:begin_tool_arguments:plamo|><|plamo:constrain|>json"
+                   "<|plamo:msg|>" + tojson(a) + "<|plamo:end_tool_arguments:plamo|><|plamo:end_tool_request:plamo|>"
+                   for n, a in calls)
+    return content + "<|plamo:begin_tool_requests:plamo|>" + body + "<|plamo:end_tool_requests:plamo|>"
+
+
+def _k2_horizon(calls: Sequence[Call], content: str) -> str:
+    # K2 Horizon, tool_call_format "xml" (vLLM 0.34 tool_parsers/k2_horizon_tool_parser.py and the group its
+    # tests build): content + '<ifm|tool_calls>' + calls joined by '\n' + '</ifm|tool_calls>', a call
+    # '<ifm|tool_call>' + name + per argument '<ifm|arg_key>k</ifm|arg_key><ifm|arg_value>v</ifm|arg_value>' +
+    # '</ifm|tool_call>'; a str value raw, any other as JSON (the parser coerces the text by the schema)
+    body = "\n".join("<ifm|tool_call>" + n + "".join(f"<ifm|arg_key>{k}</ifm|arg_key><ifm|arg_value>{_glm_value(v)}"
+                                                     "</ifm|arg_value>" for k, v in a.items()) + "</ifm|tool_call>"
+                     for n, a in calls)
+    return content + "<ifm|tool_calls>" + body + "</ifm|tool_calls>"
+
+
+def _cohere_command(calls: Sequence[Call], content: str) -> str:
+    # Cohere Command A, as cohere_melody 0.15's own renderers write an assistant turn with tool calls (render_cmd3 and
+    # render_cmd4 alike): '<|START_ACTION|>[\n    ' + the calls joined by ',\n    ', each
+    # '{"tool_call_id": "' + id + '", "tool_name": "' + name + '", "parameters": ' + parameters + '}', + '\n]<|END_ACTION|>'
+    # (ids "0", "1", ... here; the parameters as the JSON text the caller gave, tojson's spacing)
+    if content:
+        raise ValueError("Command writes the text of a tool-calling turn as its thinking (the tool plan), not content")
+    body = ",\n    ".join('{"tool_call_id": "' + str(i) + '", "tool_name": "' + n + '", "parameters": ' + tojson(a) + "}"
+                          for i, (n, a) in enumerate(calls))
+    return "<|START_ACTION|>[\n    " + body + "\n]<|END_ACTION|>"
 
 
 # --------------------------------------------------------------------------------------------------
@@ -551,6 +617,19 @@ RENDERERS: dict[str, Renderer] = {r.name: r for r in [
              notes="the template itself was not available"),
     Renderer("step3p5", "qwen3_6", "vllm-project/vllm tests/tool_parsers/test_step3p5_tool_parser.py "
              "(Step-3.5-Flash outputs)", _step3p5, notes="vLLM runs its Qwen3 XML engine for step3p5 and step5"),
+    # -- xml_b
+    Renderer("deepseek_v41", "deepseek_v41", _HF + "deepseek-ai/DeepSeek-V4.1-Flash encoding/encoding.py (as "
+             "xgrammar 0.2.9's builtin tag deepseek_v4_1 spells it)", _deepseek_v41),
+    Renderer("dots", "dots", "vllm-project/vllm 0.34 vllm/tool_parsers/dots_tool_parser.py (the canonical body "
+             "its docstring shows)", _dots),
+    Renderer("ripple", "ripple", "vllm-project/vllm 0.34 vllm/parser/ripple.py (the template's framing its "
+             "docstring quotes)", _ripple),
+    Renderer("plamo3", "plamo3", "vllm-project/vllm 0.34 vllm/tool_parsers/structural_tag_registry.py "
+             "(get_plamo3_structural_tag) and vllm/parser/plamo3.py", _plamo3),
+    Renderer("k2_horizon", "k2_horizon", "vllm-project/vllm 0.34 vllm/tool_parsers/k2_horizon_tool_parser.py and "
+             "tests/tool_parsers/test_k2_horizon_tool_parser.py (_group, _xml_call)", _k2_horizon),
+    Renderer("cohere_command3", "cohere_command3", "cohere_melody 0.15.3 (PyPI) render_cmd3 / render_cmd4, the "
+             "renderers of vLLM's cohere_command3 / cohere_command4 presets", _cohere_command),
 ]}
 
 

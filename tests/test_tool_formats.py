@@ -47,7 +47,7 @@ def window(fmt: str) -> list[str]:
     return list(dict.fromkeys([ANCHOR, *chosen, STRICT_TOOL]))
 
 
-CALL_IDS = {"kimi_k2": r"functions\..+:[0-9]+", "mistral": r"[A-Za-z0-9]{9}"}
+CALL_IDS = {"kimi_k2": r"functions\..+:[0-9]+", "mistral": r"[A-Za-z0-9]{9}", "cohere_command3": r"[0-9]+"}
 
 
 def renderable(fam: Family, args: dict[str, Any]) -> bool:

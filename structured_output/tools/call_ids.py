@@ -8,6 +8,8 @@ each call ``call_ids(call_text, index)`` (``call_text``: the call as the model w
 - Kimi K2 writes the id itself: ``functions.NAME:INDEX`` between ``<|tool_call_begin|>`` and
   ``<|tool_call_argument_begin|>`` (its chat template sends the id back in the tool message, so the id
   is what the model wrote): :class:`WrittenCallId`.
+- Cohere Command writes the id in its action (``"tool_call_id": "0"``), the one its tool results refer to:
+  :class:`WrittenCallId` (as cohere_melody, vLLM's Cohere parser, returns it).
 - Mistral's tokenizer (mistral-common) takes only ids of 9 letters and digits when the call is sent back
   in the next turn: :func:`mistral_call_id`.
 """

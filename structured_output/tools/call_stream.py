@@ -71,7 +71,13 @@ class CallFormatStream(ToolStream):
         end = fmt.section[1] if fmt.section else fmt.call_end
         markers = [piece for is_marker, piece in self._lit.split(end) if is_marker]
         control = [m for m in markers if m in special]
-        if control:
+        # the block's syntax after its trigger: the end's token (with its text) must not occur in it but at
+        # the end (PLaMo 3 closes every marker with ":plamo|>": its blocks end at their whole end literal)
+        head = fmt.section[0] if fmt.section else fmt.call_begin
+        inner = head[head.find(fmt._trigger) + len(fmt._trigger):] + fmt.call_sep + repr(fmt.args)
+        if fmt.section:
+            inner += fmt.call_begin + fmt.call_end
+        if control and end[end.rindex(control[-1]):] not in inner:
             # the block can end only where its last control marker comes (with the text after it)
             self._end_mode = "token"
             self._end = end[end.rindex(control[-1]):]

@@ -3,7 +3,7 @@
 A :class:`CallFormat` is defined by literals of the model's own call syntax::
 
     section      optional (begin, end) around all calls of a turn  (DeepSeek, Kimi, MiniMax, DSML)
-    call_begin   with {name} (and {index} for Kimi)                 '<tool_call>\\n{"name": "{name}", "arguments": '
+    call_begin   with {name} (and {index}: Kimi, Cohere)          '<tool_call>\\n{"name": "{name}", "arguments": '
     args         JsonArgs() | XmlArgs(...) | GemmaArgs()
     call_end                                                         '}\\n</tool_call>'
     call_sep     between two calls                                   '\\n'
@@ -216,14 +216,16 @@ class CallFormat(ToolFormat):
 
     def _call(self, t: ToolSpec, lit: LiteralText, ws: int | None) -> Fmt:
         pre, post = self.call_begin.split("{name}")
-        parts: list[Fmt] = [lit(pre), const(t.name)]
-        if "{index}" in post:
-            a, b = post.split("{index}")
-            parts += [lit(a), regex(self.index_pattern), lit(b)]
-        else:
-            parts.append(lit(post))
+        parts: list[Fmt] = [*self._indexed(pre, lit), const(t.name), *self._indexed(post, lit)]
         parts += [self.args.build(t, lit, ws), lit(self.call_end)]
         return seq(*parts)
+
+    def _indexed(self, literal: str, lit: LiteralText) -> list[Fmt]:
+        """A piece of the call's opening, its ``{index}`` (before or after the name) as the index pattern."""
+        if "{index}" not in literal:
+            return [lit(literal)]
+        a, b = literal.split("{index}")
+        return [lit(a), regex(self.index_pattern), lit(b)]
 
     @staticmethod
     def _ends(elements: list[Fmt]) -> tuple[str | Fmt, list[Fmt], str | Fmt]:
@@ -325,27 +327,30 @@ class CallFormat(ToolFormat):
             raise NoMatch(f"expected {literal!r}")
         return end
 
+    def _expect_indexed(self, src: MarkedText, pos: int, literal: str, lit: LiteralText) -> int:
+        """:meth:`_expect` of a piece of the call's opening that may hold ``{index}`` (the index pattern)."""
+        if "{index}" not in literal:
+            return self._expect(src, pos, literal, lit)
+        a, b = literal.split("{index}")
+        q = self._expect(src, pos, a, lit)
+        m = re.compile(self.index_pattern).match(src.text, q)
+        if m is None or not src.plain(q, m.end()):
+            raise NoMatch("bad call index")
+        return self._expect(src, m.end(), b, lit)
+
     def _after_name(self, src: MarkedText, p: int, name: str, lit: LiteralText) -> int:
         """The end of a call's opening whose name ``name`` starts at ``p`` (the arguments start there)."""
-        text = src.text
         post = self.call_begin.split("{name}")[1]
         q = p + len(name)
         if not src.plain(p, q):
             raise NoMatch("a control token inside the name")
-        if "{index}" in post:
-            a, b = post.split("{index}")
-            q = self._expect(src, q, a, lit)
-            m = re.compile(self.index_pattern).match(text, q)
-            if m is None or not src.plain(q, m.end()):
-                raise NoMatch("bad call index")
-            return self._expect(src, m.end(), b, lit)
-        return self._expect(src, q, post, lit)
+        return self._expect_indexed(src, q, post, lit)
 
     def _names_at(self, src: MarkedText, pos: int, tools: ToolTable, lit: LiteralText,
                   skip: int) -> tuple[int, list[str]]:
         """(where the name starts, the tools whose name is written there, longest first) for a call at ``pos``."""
         pre = self.call_begin.split("{name}")[0]
-        p = self._expect(src, pos, pre[skip:], lit)
+        p = self._expect_indexed(src, pos, pre[skip:], lit)
         return p, tools.names_at(src.text, p)
 
     def read_header(self, src: MarkedText, pos: int, tools: ToolTable, lit: LiteralText,

@@ -137,7 +137,7 @@ register_tool_format(CallFormat(
     call_end="<|tool_call_end|>", call_ids=WrittenCallId("<|tool_call_begin|>", "<|tool_call_argument_begin|>")))
 
 register_tool_format(CallFormat(
-    name="glm47", aliases=("glm4_7", "glm5"),
+    name="glm47", aliases=("glm4_7", "glm5", "ling3"),
     description="GLM-4.7 / GLM-5: <tool_call>NAME<arg_key>K</arg_key><arg_value>V</arg_value></tool_call>",
     markers=("<tool_call>", "</tool_call>", "<arg_key>", "</arg_key>", "<arg_value>", "</arg_value>", *_THINK),
     call_begin="<tool_call>{name}", args=XmlArgs("<arg_key>{key}</arg_key><arg_value>", "</arg_value>",
@@ -145,7 +145,7 @@ register_tool_format(CallFormat(
     call_end="</tool_call>"))
 
 register_tool_format(CallFormat(
-    name="glm45", aliases=("glm4_5", "glm4_6"),
+    name="glm45", aliases=("glm4_5", "glm4_6", "poolside_v1"),
     description="GLM-4.5 / 4.6: <tool_call>NAME\\n<arg_key>K</arg_key>\\n<arg_value>V</arg_value>\\n</tool_call>",
     markers=("<tool_call>", "</tool_call>", "<arg_key>", "</arg_key>", "<arg_value>", "</arg_value>", *_THINK),
     call_begin="<tool_call>{name}\n", args=XmlArgs("<arg_key>{key}</arg_key>\n<arg_value>", "</arg_value>\n",
@@ -296,3 +296,73 @@ register_tool_format(CallFormat(
     call_begin='<function name="{name}">',
     args=XmlArgs('<param name="{key}">', "</param>", "</param>", values="json"),
     call_end="</function>", call_sep="\n", text_trigger='<function name="'))
+# -- xml_b --
+# ling3 (Ling 3: vLLM's parser is GLM-4.7's, its structural tag glm_4_7) and poolside_v1 (a GLM-4.5 parser:
+# "<tool_call>NAME\n<arg_key>K</arg_key>\n<arg_value>V</arg_value>\n</tool_call>") are aliases of glm47
+# and glm45 above.
+
+register_tool_format(CallFormat(
+    name="deepseek_v41", aliases=("deepseek_v4_1",),
+    description="DeepSeek V4.1 DSML: <｜DSML｜ calls> <｜DSML｜ invoke name=...> <｜DSML｜ parameter ...> (a space "
+                "after the marker)",
+    markers=("｜DSML｜", *_THINK), section=("<｜DSML｜ calls>\n", "</｜DSML｜ calls>"),
+    call_begin='<｜DSML｜ invoke name="{name}">\n',
+    args=DsmlArgs(param_begin='<｜DSML｜ parameter name="{key}" string="{string}">',
+                  param_end="</｜DSML｜ parameter>\n", close="</｜DSML｜ parameter>"),
+    call_end="</｜DSML｜ invoke>\n"))
+
+register_tool_format(CallFormat(
+    name="dots",
+    description='dots: <dots_function_call> <invoke name="NAME"> <parameter name="K">V</parameter>',
+    markers=("<dots_function_call>", "</dots_function_call>", *_THINK),
+    section=("<dots_function_call>\n", "</dots_function_call>"),
+    call_begin='<invoke name="{name}">\n',
+    args=XmlArgs('<parameter name="{key}">', "</parameter>\n", "</parameter>"),
+    call_end="</invoke>\n"))
+
+# Ripple writes Hermes' call with markers that are plain text in its vocabulary (not control tokens):
+# the trigger is text, as llama3_json's.
+register_tool_format(CallFormat(
+    name="ripple",
+    description="Ripple: Hermes' <tool_call> JSON calls, the markers plain text",
+    call_begin='<tool_call>\n{"name": "{name}", "arguments": ', args=JsonArgs(), call_end="}\n</tool_call>",
+    call_sep="\n", text_trigger="<tool_call>"))
+
+# PLaMo 3 spells each tool marker with three tokens: "<|plamo:begin_" / "<|plamo:end_", the tag's name in
+# ordinary text, ":plamo|>". Those pieces are the control tokens the constraint and the reader match.
+register_tool_format(CallFormat(
+    name="plamo3",
+    description="PLaMo 3: <|plamo:begin_tool_requests:plamo|> ... <|plamo:begin_tool_name:plamo|>NAME ... "
+                "<|plamo:constrain|>json<|plamo:msg|>{...}",
+    markers=("<|plamo:begin_", "<|plamo:end_", ":plamo|>", "<|plamo:constrain|>", "<|plamo:msg|>"),
+    section=("<|plamo:begin_tool_requests:plamo|>", "<|plamo:end_tool_requests:plamo|>"),
+    call_begin="<|plamo:begin_tool_request:plamo|><|plamo:begin_tool_name:plamo|>{name}<|plamo:end_tool_name:plamo|>"
+               "<|plamo:begin_tool_arguments:plamo|><|plamo:constrain|>json<|plamo:msg|>",
+    args=JsonArgs(), call_end="<|plamo:end_tool_arguments:plamo|><|plamo:end_tool_request:plamo|>"))
+
+# K2 Horizon: its default tool_call_format "xml" (GLM-4.7's call in <ifm|...> tokens, calls one per line in a
+# <ifm|tool_calls> group). Its other two formats, chosen per request by chat_template_kwargs
+# tool_call_format ("json", "xml_typed"), are not served.
+register_tool_format(CallFormat(
+    name="k2_horizon",
+    description="K2 Horizon: <ifm|tool_calls><ifm|tool_call>NAME<ifm|arg_key>K</ifm|arg_key><ifm|arg_value>V"
+                "</ifm|arg_value></ifm|tool_call>",
+    markers=("<ifm|tool_calls>", "</ifm|tool_calls>", "<ifm|tool_call>", "</ifm|tool_call>", "<ifm|arg_key>",
+             "</ifm|arg_key>", "<ifm|arg_type>", "</ifm|arg_type>", "<ifm|arg_value>", "</ifm|arg_value>", *_THINK),
+    section=("<ifm|tool_calls>", "</ifm|tool_calls>"),
+    call_begin="<ifm|tool_call>{name}",
+    args=XmlArgs("<ifm|arg_key>{key}</ifm|arg_key><ifm|arg_value>", "</ifm|arg_value>", "</ifm|arg_value>"),
+    call_end="</ifm|tool_call>", call_sep="\n"))
+
+# Cohere Command: cohere_melody's own renderers (render_cmd3, render_cmd4: the presets vLLM's cohere_command3 /
+# cohere_command4 parse with) write the same action block, a JSON list of calls four spaces in, each with the id
+# the tool result refers to (the call's id here, as melody returns it).
+register_tool_format(CallFormat(
+    name="cohere_command3", aliases=("cohere_command4", "cohere_command"),
+    description='Cohere Command: <|START_ACTION|>[{"tool_call_id": "I", "tool_name": "N", "parameters": {...}}]'
+                "<|END_ACTION|>",
+    markers=("<|START_ACTION|>", "<|END_ACTION|>", "<|START_THINKING|>", "<|END_THINKING|>", "<|START_RESPONSE|>",
+             "<|END_RESPONSE|>", "<|START_TEXT|>", "<|END_TEXT|>"),
+    section=("<|START_ACTION|>[\n    ", "\n]<|END_ACTION|>"),
+    call_begin='{"tool_call_id": "{index}", "tool_name": "{name}", "parameters": ', args=JsonArgs(), call_end="}",
+    call_sep=",\n    ", call_ids=WrittenCallId('{"tool_call_id": "', '"')))

@@ -49,6 +49,8 @@ PYTHON="$DIR/bin/python"
 # test tools and the build backend only where missing (never an upgrade of what vLLM pinned)
 "$PYTHON" -c 'import pytest, pytest_benchmark, hypothesis, jsonschema' 2>/dev/null \
   || "$PYTHON" -m pip install -q "pytest>=8" "pytest-benchmark>=4" "hypothesis>=6" "jsonschema>=4"
+# vLLM 0.34's Cohere parsers (cohere_command3 / 4) import cohere-melody, which its wheel does not pull in
+"$PYTHON" -c 'import cohere_melody' 2>/dev/null || "$PYTHON" -m pip install -q --no-deps "cohere-melody==0.15.3"
 "$PYTHON" -c 'import setuptools, wheel, sys; sys.exit(int(setuptools.__version__.split(".")[0]) < 68)' 2>/dev/null \
   || "$PYTHON" -m pip install -q "setuptools>=68" wheel
 "$PYTHON" -I -c 'import thinkgate, os, sys; sys.exit(os.path.dirname(os.path.dirname(thinkgate.__file__)) != sys.argv[1])' "$ROOT" 2>/dev/null \

@@ -26,7 +26,13 @@ every difference; a difference no kind explains fails. The kinds (the documented
 - ``vllm-text-in-arguments`` (vLLM's bug): vLLM's stream appends the text after a call to its arguments;
 - ``vllm-cuts-at-bracket`` (vLLM's bug): vLLM reads a JSON list of calls up to its first ``]``, one inside
   the arguments (phi4_mini_json's non-greedy ``functools\\[(.*?)\\]``), and finds no call;
-- ``vllm-crash``: vLLM's parser raised.
+- ``vllm-crash``: vLLM's parser raised (vLLM's ``cohere_command3`` / ``cohere_command4`` tool-parser classes are
+  shims of its composed Cohere ``Parser``, which ``test_vllm_tool_parity.py`` compares through the serving path);
+- ``undeclared-values-as-text`` (choice): a tool the request does not declare has no schema: thinkgate's reader
+  for the name's syntax keeps a value's text (``"3"``), as vLLM's parser of that syntax does (``poolside_v1``
+  is GLM-4.5's syntax; vLLM's own poolside parser reads such a value as JSON);
+- ``thinkgate-misses-calls`` (thinkgate's gap): a layout one of vLLM's own tests feeds the parser that thinkgate
+  does not read (``deepseek_v41``: a block opened under V4's name in V4.1's spacing, ``<｜DSML｜ tool_calls>``).
 """
 
 from __future__ import annotations
@@ -105,6 +111,35 @@ def _template_cases(name: str) -> None:
 
 for _name in TEMPLATE:
     _template_cases(_name)
+
+# --- xml_b: the template's calls of each name, and the layouts vLLM's own tests feed these parsers
+# (tests/tool_parsers/test_<name>_tool_parser.py: no newlines, keys in another order, compact JSON)
+XML_B_TEMPLATE = {
+    "ling3": "glm47", "poolside_v1": "glm45", "deepseek_v41": "deepseek_v41", "dots": "dots", "ripple": "ripple",
+    "plamo3": "plamo3", "k2_horizon": "k2_horizon", "cohere_command3": "cohere_command3",
+    "cohere_command4": "cohere_command3",
+}
+TEMPLATE.update(XML_B_TEMPLATE)
+for _name in XML_B_TEMPLATE:
+    _template_cases(_name)
+for _name, _t in [
+    ("poolside_v1", "<tool_call>get_weather<arg_key>city</arg_key><arg_value>Paris</arg_value></tool_call>"),
+    ("poolside_v1", "<tool_call>get_weather\n<arg_key>city</arg_key>\n<arg_value>Paris</arg_value>\n</tool_call>"),
+    ("dots", 'ok<dots_function_call><invoke name="get_weather"><parameter name="city">Paris</parameter>'
+             '<parameter name="days">3</parameter></invoke></dots_function_call>'),
+    ("dots", '<dots_function_call><invoke name="search"><parameter name="q">chairs</parameter></invoke>'
+             '<invoke name="ping"></invoke></dots_function_call>'),
+    ("k2_horizon", "Before <ifm|tool_calls><ifm|tool_call>get_weather<ifm|arg_key>city</ifm|arg_key>"
+                   "<ifm|arg_value>123</ifm|arg_value><ifm|arg_key>days</ifm|arg_key><ifm|arg_value>3"
+                   "</ifm|arg_value></ifm|tool_call>\n<ifm|tool_call>ping</ifm|tool_call></ifm|tool_calls> after."),
+    ("k2_horizon", "<ifm|tool_calls><ifm|tool_call>ping"),
+    ("ripple", '<tool_call>\n{"arguments": {"city": "Paris"}, "name": "get_weather"}\n</tool_call>'),
+    ("deepseek_v41", '\n\n<｜DSML｜ tool_calls>\n<｜DSML｜ invoke name="get_weather">\n<｜DSML｜ parameter name="city" '
+                     'string="true">Paris</｜DSML｜ parameter>\n</｜DSML｜ invoke>\n</｜DSML｜ tool_calls>'),
+    ("cohere_command3", '<|START_ACTION|>[{"tool_call_id":"0","tool_name":"get_weather","parameters":{"city":"Paris"}}]'
+                        "<|END_ACTION|>"),
+]:
+    td.add(_name, td.Case(_t, f"vllm-test:{_name}", TOOLS))
 
 # --- vLLM's own tests (tests/tool_parsers/test_hermes_tool_parser.py): their inputs, a request without tools
 HERMES_TESTS = [
@@ -270,3 +305,4 @@ def test_declared_tools_only_is_an_option_of_the_plugin(monkeypatch) -> None:
     monkeypatch.setenv("THINKGATE_VLLM_DECLARED_TOOLS_ONLY", "1")
     got = td.whole(cls(tok), case)
     assert got.calls == () and got.content == case.text
+

@@ -25,6 +25,7 @@ from template_render import RENDERERS
 from tool_serving import cases, chat_request, ours, ours_streamed, parser_cls, streamed, tokenizer, whole
 
 import thinkgate.reasoning.vllm_plugin  # noqa: F401  (registers thinkgate_<family>)
+from thinkgate.structured_output.tools import get_tool_format
 import thinkgate.structured_output.vllm_tool_plugin  # noqa: F401  (registers thinkgate_<format>)
 
 RENDERED = [r for r, x in RENDERERS.items() if x.format != "openai"]
@@ -43,12 +44,13 @@ def test_vllm_serving_with_the_plugin_equals_our_parser(renderer: str, tool_choi
     prompt = v.encode(fam.prompt)
     kwargs = fam.kwargs or None
     rng = random.Random(renderer)
+    fmt_markers = set(get_tool_format(fmt).markers)
     n = 10 if fam.vocab in REAL else 5
     called = 0
     for text, change in cases(renderer, n, seed=zlib.crc32(f"{renderer}/{tool_choice}".encode()),
                               first="get_weather" if tool_choice == "named" else None):
         ids = v.encode(text)
-        want = ours(renderer, ids, choice, read_undeclared=True)  # the plugin's default
+        want = ours(renderer, ids, choice, read_undeclared=True)  # the plugin's default: vLLM's behaviour
         called += bool(want.calls)
         request = chat_request(TOOLS, choice)
         got = whole(cls, tok, request, prompt, ids, v.decode(ids), kwargs)
@@ -58,7 +60,10 @@ def test_vllm_serving_with_the_plugin_equals_our_parser(renderer: str, tool_choi
         for how, cuts in chunkings.items():
             got = streamed(cls, tok, request, prompt, ids, cuts, detokenizer(v), kwargs)
             want_stream = ours_streamed(renderer, ids, choice, cuts, read_undeclared=True)
-            if tool_choice == "auto" or change in ("none", "after"):  # decided at the end, or well formed
+            # a control token of the vocabulary that is not the format's (the corpus's "<tool_call>" in a value,
+            # on a vocabulary built on Qwen3.6's) makes the output one the grammar would not let through
+            foreign = any(m in text[len(fam.thinking):] for m in v.special_tokens if m not in fmt_markers)
+            if tool_choice == "auto" or (change in ("none", "after") and not foreign):  # decided at end / well formed
                 assert want_stream == want, (how, change, text)
             assert got == want_stream, (how, change, text)
     assert called >= 2, "too few outputs with calls to mean anything"

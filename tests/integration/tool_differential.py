@@ -35,6 +35,10 @@ class Case:
 
 
 CASES: dict[str, list[Case]] = {}
+GAPS: dict[str, str] = {
+    # vLLM name -> the layout of vLLM's own tests that thinkgate does not read yet
+    "deepseek_v41": "a block opened under V4's name in V4.1's spacing (<｜DSML｜ tool_calls>)",
+}
 
 
 def add(name: str, *cases: Case) -> None:
@@ -182,6 +186,8 @@ def _calls_kind(name: str, theirs: Answer, ours: Answer, case: Case, theirs_whol
     kind = case.origin.split(":")[-1]
     if not theirs.calls and ours.calls and theirs_whole.calls:
         return "vllm-stream-misses-calls"
+    if theirs.calls and not ours.calls and case.origin.startswith("vllm-test") and name in GAPS:
+        return "thinkgate-misses-calls"  # a layout vLLM's tests read and thinkgate does not (GAPS says which)
     if len(theirs.calls) > len(ours.calls) and theirs.calls[:len(ours.calls)] == ours.calls \
             and not _ends_with_call_end(name, case.text):
         return "unterminated-call"  # the output ends inside a call: vLLM returns it, ours keeps its text
@@ -197,6 +203,8 @@ def _calls_kind(name: str, theirs: Answer, ours: Answer, case: Case, theirs_whol
             return "vllm-double-encodes-string-arguments"
         if all(_loosely_equal(ta, oa) for (_, ta), (_, oa) in diff):
             return "vllm-values-as-strings"
+        if kind == "undeclared" and all(_loosely_equal(oa, ta) for (_, ta), (_, oa) in diff):
+            return "undeclared-values-as-text"  # no schema: the format's reader keeps the text (poolside_v1)
         if all(ta == "" for (_, ta), _ in diff):
             return "vllm-empty-arguments"  # vLLM's stream sends the name and no argument text
         if kind == "after" and all(isinstance(ta, str) and ta.rstrip().endswith("Done.") for (_, ta), _ in diff):
@@ -238,7 +246,7 @@ def classify(name: str, theirs: Answer, ours: Answer, case: Case, theirs_whole: 
     if theirs.calls != ours.calls:
         k = _calls_kind(name, theirs, ours, case, theirs_whole)
         if k in ("vllm-stream-misses-calls", "unterminated-call", "arguments-not-an-object", "vllm-misses-calls",
-                 "vllm-cuts-at-bracket"):
+                 "vllm-cuts-at-bracket", "thinkgate-misses-calls"):
             return k  # the content then holds the text of the calls one side did not read
         kinds.add(k)
     if theirs.content != ours.content:
