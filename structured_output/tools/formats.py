@@ -189,7 +189,7 @@ register_tool_format(PythonicFormat(
 
 register_tool_format(PythonicFormat(
     name="olmo3", block=("<function_calls>\n", "\n</function_calls>"), call_sep="\n", values="olmo",
-    whole=False, bare_lines=True, markers=("<function_calls>", "</function_calls>", "<|im_end|>"),
+    whole=False, bare_lines=True, markers=("<|im_start|>", "<|im_end|>"),  # the tags are text (the template's prompt)
     description="Olmo 3: <function_calls>\\nf(a='x', b=true)\\ng()\\n</function_calls>, one call a line"))
 
 register_tool_format(PythonicFormat(

@@ -127,8 +127,7 @@ class PythonicFormat(ToolFormat):
 
     @property
     def required_markers(self) -> tuple[str, ...]:
-        # the block's markers; Olmo 3's <function_calls> tags are text in vocabularies without them
-        return tuple(m for m in self.markers if m in "".join(self.block) and m.startswith("<|"))
+        return tuple(m for m in self.markers if m in "".join(self.block))
 
     # -- constraint ------------------------------------------------------------------------------
     def _call_tag(self, t: ToolSpec) -> Fmt:
