@@ -35,6 +35,7 @@ import ast
 import json
 import keyword
 import math
+import unicodedata
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -67,6 +68,8 @@ class PyArgsGrammar:
 
     style: PyValueStyle = "python"
     any_depth: int = 2
+    max_whitespace: int | None = None
+    """The cap on consecutive whitespace inside a JSON-written value (Olmo 3's arrays and objects)."""
 
     # -- literals
     def _string(self) -> Fmt:
@@ -106,7 +109,11 @@ class PyArgsGrammar:
         return [json_fmt({"type": "number"}, max_whitespace=None), const(t), const(f), const(n)]
 
     def any_value(self, depth: int) -> Fmt:
-        """Any literal, containers nested ``depth`` levels."""
+        """Any literal, containers nested ``depth`` levels (Olmo 3: any JSON value, a top-level string in
+        single quotes)."""
+        if self.style == "olmo":
+            return or_(self._string(), json_fmt({"type": ["number", "boolean", "null", "array", "object"]},
+                                                max_whitespace=self.max_whitespace))
         alts = [self._string(), *self._scalars()]
         if depth > 0:
             inner = self.any_value(depth - 1)
@@ -149,7 +156,7 @@ class PyArgsGrammar:
             return self._string()
         if t in ("array", "object"):
             if self.style == "olmo":  # tojson
-                return json_fmt({**s, "type": t, **_defs_of(defs)}, max_whitespace=None)
+                return json_fmt({**s, "type": t, **_defs_of(defs)}, max_whitespace=self.max_whitespace)
             return self._array(s, defs, depth) if t == "array" else self._object(s, defs, depth)
         return self.any_value(self.any_depth)
 
@@ -182,7 +189,8 @@ class PyArgsGrammar:
         required = set(schema.get("required") or ())
         members = []
         for key, sub in props.items():
-            if not isinstance(key, str) or not key.isidentifier() or not key.isascii() or keyword.iskeyword(key):
+            if (not isinstance(key, str) or not key.isidentifier() or keyword.iskeyword(key)
+                    or unicodedata.normalize("NFKC", key) != key):
                 raise ValueError(f"tool {tool.name!r}: property name {key!r} cannot be written as a Python keyword "
                                  "argument")
             try:

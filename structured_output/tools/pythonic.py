@@ -35,7 +35,7 @@ import keyword
 import re
 import warnings
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from thinkgate.reasoning.vocabulary import Vocabulary
@@ -118,10 +118,8 @@ class PythonicFormat(ToolFormat):
     markers: tuple[str, ...] = ()
     aliases: tuple[str, ...] = ()
     description: str = ""
-    _grammar: PyArgsGrammar = field(init=False)
 
     def __post_init__(self) -> None:
-        self._grammar = PyArgsGrammar(self.values)
         if self.whole and self.block[0][:1] != "[":
             raise ValueError(f"format {self.name!r}: a whole-output block starts with '['")
 
@@ -130,14 +128,15 @@ class PythonicFormat(ToolFormat):
         return tuple(m for m in self.markers if m in "".join(self.block))
 
     # -- constraint ------------------------------------------------------------------------------
-    def _call_tag(self, t: ToolSpec) -> Fmt:
+    def _call_tag(self, t: ToolSpec, grammar: PyArgsGrammar) -> Fmt:
         if not _DOTTED.fullmatch(t.name) or any(keyword.iskeyword(p) for p in t.name.split(".")):
             raise ValueError(f"tool format {self.name!r}: tool name {t.name!r} is not a Python name, "
                              "so it cannot be written as a call")
-        return tag(t.name + "(", self._grammar.keywords(t), ")")
+        return tag(t.name + "(", grammar.keywords(t), ")")
 
-    def _calls(self, tools: Sequence[ToolSpec], one: bool) -> Fmt:
-        tags = [self._call_tag(t) for t in tools]
+    def _calls(self, tools: Sequence[ToolSpec], one: bool, ws: int | None) -> Fmt:
+        grammar = PyArgsGrammar(self.values, max_whitespace=ws)
+        tags = [self._call_tag(t, grammar) for t in tools]
         if one:
             return or_(*tags)
         return {"type": "tags_with_separator", "tags": tags, "separator": self.call_sep, "at_least_one": True,
@@ -160,7 +159,7 @@ class PythonicFormat(ToolFormat):
                                  f"has no control token {m!r}")
         tools = request.function_tools
         if request.mode in ("required", "named"):
-            block = self._block(self._calls(tools, request.max_calls == 1), lit)
+            block = self._block(self._calls(tools, request.max_calls == 1, max_whitespace), lit)
             return structural_tag(block if self.whole else seq(regex(LEAD_WHITESPACE), block))
         if self.whole:
             # text that does not start the block: its first character is not the block's
@@ -168,7 +167,7 @@ class PythonicFormat(ToolFormat):
                                                        {"type": "any_text"})}
             if request.mode == "none" or not tools:
                 return structural_tag(free)
-            return structural_tag(or_(self._block(self._calls(tools, not request.parallel), lit), free))
+            return structural_tag(or_(self._block(self._calls(tools, not request.parallel, max_whitespace), lit), free))
         trigger, is_token = self._trigger(lit)
         excludes = self._free_text_excludes(vocabulary, keep=[trigger])
         if request.mode == "none" or not tools:
@@ -181,7 +180,7 @@ class PythonicFormat(ToolFormat):
         begin: str | Fmt = {"type": "token", "token": trigger} if is_token else trigger
         content = seq(*[{"type": "token", "token": p} if m else {"type": "const_string", "value": p}
                         for m, p in (parts if is_token else [])],
-                      self._calls(tools, not request.parallel),
+                      self._calls(tools, not request.parallel, max_whitespace),
                       *[{"type": "token", "token": p} if m else {"type": "const_string", "value": p}
                         for m, p in end_body])
         end: str | Fmt = {"type": "token", "token": end_piece} if end_is_token else end_piece
