@@ -225,7 +225,8 @@ PYTHONIC = ("pythonic", "llama4_pythonic", "olmo3", "lfm2")
 XML = ("qwen3_coder", "qwen3_5", "qwen3_6", "glm45", "glm47", "minimax_m2")
 DSML = ("deepseek_v32", "deepseek_v4")
 QWEN_TABLE = ("hermes", "qwen3_coder", "qwen3_5", "qwen3_6", "llama3_json", "kimi_k2", "glm45", "glm47", "minimax_m2", "gemma4",
-              "openai", "gpt_oss_template")
+              "openai", "gpt_oss_template",
+              *PYTHONIC, "functiongemma", "gigachat3", "apertus")
 CONSTRAINED = ("required", "named", "strict")
 
 CANNOT_EXPRESS: list[Rule] = [
