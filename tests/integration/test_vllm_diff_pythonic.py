@@ -11,21 +11,32 @@ normalised). Each case names the kind of difference it must show (``same`` unles
 otherwise); a difference that is not the one declared fails. The kinds, with their reasons:
 
 - ``same``: the same calls and content;
-- ``content-newlines`` (convention): the same calls, content equal but for whitespace (vLLM joins the text
-  before and after an LFM2 block with a newline; thinkgate keeps the text as written);
+- ``content-newlines`` (convention): the same calls, content equal but for whitespace (vLLM's whole LFM2
+  answer joins the text before and after the block with a newline, its stream does not; Apertus's stream
+  keeps the space before the block; thinkgate keeps the text as written, stripped);
 - ``leading-space`` (thinkgate generous): a whole-output call list after whitespace; vLLM's parser matches
   its list only at the first character (its regex ``match``), thinkgate strips first;
 - ``text-around-calls`` (vLLM drops text): Olmo 3: vLLM returns no content once it reads calls (the text
-  before ``<function_calls>`` is lost); FunctionGemma: the text after the last call is lost;
-- ``positional-arguments`` (thinkgate strict): ``f('Paris')``: vLLM drops positional arguments silently and
-  returns the call with ``{}``; thinkgate keeps such a call as content (its arguments would be wrong);
+  before ``<function_calls>`` is lost); FunctionGemma: its whole answer loses the text after the last call
+  (its stream keeps it);
+- ``positional-arguments`` (thinkgate strict): ``f('Paris')``: vLLM's stream drops positional arguments
+  silently and sends the call with ``{}``; thinkgate keeps such a call as content (its arguments would be wrong);
+- ``repeated-keyword`` (thinkgate strict): ``f(city='a', city='b')`` (Python's parser takes it; its compiler
+  would not): vLLM keeps the last value (its stream the first); thinkgate keeps the call as content;
 - ``non-finite`` (thinkgate strict): ``x=1e999``: vLLM returns ``Infinity`` in the arguments, which no JSON
   parser reads; thinkgate keeps the call as content;
 - ``lfm2-repair`` (vLLM generous): vLLM's LFM2 parser rewrites Python it cannot parse (a raw line break or
   a leading-zero integer) before parsing; thinkgate reads what Python reads;
 - ``lfm2-echo`` (vLLM generous): text after the block that ends with a second ``<|tool_call_end|>`` (LFM2
   echoing its call) is dropped by vLLM; thinkgate keeps it as content;
-- ``vllm-stream-differs``: vLLM's own stream disagrees with its whole answer (its bug), thinkgate's does not.
+- ``compact-json`` (thinkgate exact, for now): Apertus calls written without the template's spaces
+  (``[{"f":{...}},{"g":{}}]``): vLLM reads them, thinkgate's reader reads the template's spelling only
+  (the shared lenient reading of whitespace variants is another branch's work);
+- ``vllm-stream-differs``: vLLM's own stream disagrees with its whole answer (its bug), thinkgate's does not:
+  it sends a call its whole parse does not read (a call list followed by text, a dotted name its whole
+  parse's regex refuses, a call cut by the end of the output, sent as far as it got), or drops the text
+  of a list its whole parse keeps as content; Olmo 3's stream reads calls only after a ``<`` (its
+  whole parse also reads bare call lines).
 """
 
 from __future__ import annotations
@@ -74,20 +85,21 @@ CASES: dict[str, list[tuple[str, str, str | None]]] = {
         (f"[{SIMPLE}, {MORE}]", "same", None), (f"[{SIMPLE},{MORE}]", "same", None),
         ("[get_time()]", "same", None), ("[do_something_cool(additional_data={}, steps=[])]", "same", None),
         ("[get_weather(city='Paris')]\n", "same", None), ("How can I help you today?", "same", None),
-        ("Sure: [get_time()]", "same", None), ("[get_time()] and then", "same", None),
-        (f"[{MORE_JSON}]", "same", None), ("[tools.get_time()]", "same", None),
-        ("[get_weather(city='a', city='b')]", "same", None), ("[bad(x=b'z'), get_time()]", "same", None),
+        ("Sure: [get_time()]", "same", None), ("[get_time()] and then", "same", "vllm-stream-differs"),
+        (f"[{MORE_JSON}]", "same", None), ("[tools.get_time()]", "same", "vllm-stream-differs"),
+        ("[get_weather(city='a', city='b')]", "repeated-keyword", None),
+        ("[bad(x=b'z'), get_time()]", "same", "vllm-stream-differs"),
         (" [get_time()]", "leading-space", None),
-        ("[get_weather('Paris')]", "positional-arguments", None),
+        ("[get_weather('Paris')]", "same", "positional-arguments"),
         ("[get_weather(city=1e999)]", "non-finite", None),
-        ("[get_weather(city='Par", "same", None),
+        ("[get_weather(city='Par", "same", "vllm-stream-differs"),
     ],
     "llama4_pythonic": [
         (render("llama4_pythonic", T_CALLS), "same", None),
         (f"[{SIMPLE}, {MORE}]", "same", None), ("[get_time()]", "same", None),
         ("<|python_start|>[get_weather(city=\"Vancouver\")]<|python_end|>", "same", None),
         ("<|python_start|>[get_time()]", "same", None),
-        ("How can I help you today?", "same", None), ("[get_weather(city='Par", "same", None),
+        ("How can I help you today?", "same", None), ("[get_weather(city='Par", "same", "vllm-stream-differs"),
     ],
     "olmo3": [
         (render("olmo3", T_CALLS), "same", None),
@@ -97,7 +109,7 @@ CASES: dict[str, list[tuple[str, str, str | None]]] = {
         (f"<function_calls>{ESCAPED}</function_calls>", "same", None),
         (f"<function_calls>{SIMPLE}\n{MORE}</function_calls>", "same", None),
         ("<function_calls>get_time()</function_calls>", "same", None),
-        ("get_time()", "same", None), (f"{SIMPLE}\n{MORE_JSON}", "same", None),
+        ("get_time()", "same", "vllm-stream-differs"), (f"{SIMPLE}\n{MORE_JSON}", "same", "vllm-stream-differs"),
         ("How can I help you today?", "same", None), ("hello (world)", "same", None),
         ("I will check.\n<function_calls>\nget_time()\n</function_calls>", "text-around-calls", None),
     ],
@@ -109,7 +121,7 @@ CASES: dict[str, list[tuple[str, str, str | None]]] = {
         ("<|tool_call_start|>[get_time()]", "same", None),
         ("[get_time()]", "same", None), ("How can I help you today?", "same", None),
         ('I will check.<|tool_call_start|>[get_weather(city="Paris")]<|tool_call_end|>Checking now.',
-         "content-newlines", None),
+         "content-newlines", "same"),
         ('<|tool_call_start|>[get_weather(city="a\nb")]<|tool_call_end|>', "lfm2-repair", None),
         ("<|tool_call_start|>[register_user(name='x', age=07)]<|tool_call_end|>", "lfm2-repair", None),
         ("<|tool_call_start|>[get_time()]<|tool_call_end|>[get_time()]<|tool_call_end|>", "lfm2-echo", None),
@@ -121,7 +133,7 @@ CASES: dict[str, list[tuple[str, str, str | None]]] = {
          "<end_function_call>", "same", None),
         ("Let me check.<start_function_call>call:get_time{}<end_function_call>", "same", None),
         ("How can I help you today?", "same", None),
-        ("<start_function_call>call:get_time{}<end_function_call>Done.", "text-around-calls", None),
+        ("<start_function_call>call:get_time{}<end_function_call>Done.", "text-around-calls", "same"),
     ],
     "gigachat3": [
         (render("gigachat3", T_ONE), "same", None),
@@ -133,9 +145,9 @@ CASES: dict[str, list[tuple[str, str, str | None]]] = {
     ],
     "apertus": [
         (render("apertus", T_CALLS), "same", None),
-        (render("apertus", T_ONE, "Let me see. "), "same", None),
+        (render("apertus", T_ONE, "Let me see. "), "same", "content-newlines"),
         ('<|tools_prefix|>[{"get_weather": {"city": "Paris"}}]<|tools_suffix|>', "same", None),
-        ('<|tools_prefix|>[{"get_weather":{"city":"Paris"}},{"get_time":{}}]<|tools_suffix|>', "same", None),
+        ('<|tools_prefix|>[{"get_weather":{"city":"Paris"}},{"get_time":{}}]<|tools_suffix|>', "compact-json", None),
         ("How can I help you today?", "same", None),
     ],
     "llama4_json": [
@@ -213,4 +225,4 @@ def test_every_difference_from_vllm_is_the_declared_one(name: str) -> None:
           + "; ".join(f"{p}: " + ", ".join(f"{k} {n}" for k, n in sorted(c.items())) for p, c in counts.items()))
     assert not wrong, "\n".join(
         f"{t!r} (declared whole {w}, streamed {s})\n  vLLM whole {r['whole'][0]}\n  ours whole {r['whole'][1]}\n"
-        f"  vLLM stream {r['streamed'][0]}\n  ours stream {r['streamed'][1]}" for t, w, s, r in wrong[:4])
+        f"  vLLM stream {r['streamed'][0]}\n  ours stream {r['streamed'][1]}" for t, w, s, r in wrong)
