@@ -307,7 +307,7 @@ FAMILIES: dict[str, Family] = {f.fmt: f for f in [
            lambda n, a, i: f"<start_function_call>call:{n}{_gemma_escape(a)}<end_function_call>",
            xml=("{location:<escape>", "<escape>")),
     Family("gigachat3", "gigachat", None, "assistant<|role_sep|>\n", "",
-           lambda n, a, i: "<|function_call|>" + _j({"name": n, "arguments": a})),
+           lambda n, a, i: '<|function_call|>{"name": "' + n + '", "arguments": ' + _j(a) + "}"),
     Family("apertus", "apertus", None, "<|assistant_start|>", "",
            lambda n, a, i: f'{{"{n}": {_j(a)}}}', section=("<|tools_prefix|>[", "]<|tools_suffix|>"), sep=", "),
 ]}
