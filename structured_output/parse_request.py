@@ -69,7 +69,7 @@ class RequestParser:
     def __init__(self, parser: Parser, *, tools: Sequence[Mapping[str, Any]] | None,
                  tool_choice: str | Mapping[str, Any] | None, parallel_tool_calls: bool, include_reasoning: bool,
                  chat_template_kwargs: Mapping[str, Any] | None, prompt_token_ids: Sequence[int],
-                 strictness: Strictness, constrained: bool | None = None) -> None:
+                 strictness: Strictness, constrained: bool | None = None, read_undeclared: bool = False) -> None:
         if not isinstance(include_reasoning, bool):
             raise ValueError(f"include_reasoning must be a bool, got {type(include_reasoning).__name__}")
         if chat_template_kwargs is not None and not isinstance(chat_template_kwargs, Mapping):
@@ -83,13 +83,14 @@ class RequestParser:
         self.reader: ToolReader | None = None
         fmt = parser.tool_format
         forced = tool_choice not in ("auto", "none", None)  # "required", a named function, allowed tools
-        wants_calls = (bool(tools) and tool_choice != "none") or forced
-        if wants_calls and fmt is None:
+        wants_calls = ((bool(tools) or read_undeclared) and tool_choice != "none") or forced
+        if wants_calls and fmt is None and (tools or forced):
             raise ValueError("the request asks for tool calls (tools or tool_choice), but this Parser has no tool "
                              "format to read them with")
-        if fmt is not None and (tools is not None or forced):
+        if fmt is not None and (tools is not None or forced or read_undeclared):
             reader = ToolReader(fmt.name, tools, tool_choice, parallel_tool_calls=parallel_tool_calls,
-                                strictness=strictness)  # validates the request even when no call is read
+                                strictness=strictness, read_undeclared=read_undeclared)  # validates the request
+            # even when no call is read
             if wants_calls:
                 self.reader = reader
         if constrained is not None and not isinstance(constrained, bool):

@@ -72,13 +72,17 @@ class Parser:
                 tool_choice: str | Mapping[str, Any] | None = "auto", parallel_tool_calls: bool = True,
                 include_reasoning: bool = True, chat_template_kwargs: Mapping[str, Any] | None = None,
                 prompt_token_ids: Sequence[int] = (), strictness: Strictness = "auto",
-                constrained: bool | None = None) -> RequestParser:
+                constrained: bool | None = None, read_undeclared: bool = False) -> RequestParser:
         """The view of one request (see :class:`~.parse_request.RequestParser`). ``constrained``: whether the
         output is generated under thinkgate's tool constraint of this request (then calls stream as they
         are written: name first, then argument text); None: true for tool_choice ``"required"`` or a named
         function, false otherwise. ``ValueError`` for a bad request: malformed tools or tool_choice, tools
         that this parser cannot read (no tool format), a prompt id outside the vocabulary, kwargs that are
-        not a mapping, ``constrained=True`` for a request that gets no constraint."""
+        not a mapping, ``constrained=True`` for a request that gets no constraint. ``read_undeclared``: read
+        calls to tools the request did not declare too (with ``tool_choice`` ``"auto"``, no ``allowed_tools``;
+        also when it declares none), as vLLM's own parsers do (the vLLM plugin's default); thinkgate's default
+        reads declared tools only."""
         return RequestParser(self, tools=tools, tool_choice=tool_choice, parallel_tool_calls=parallel_tool_calls,
                              include_reasoning=include_reasoning, chat_template_kwargs=chat_template_kwargs,
-                             prompt_token_ids=prompt_token_ids, strictness=strictness, constrained=constrained)
+                             prompt_token_ids=prompt_token_ids, strictness=strictness, constrained=constrained,
+                             read_undeclared=read_undeclared)

@@ -51,6 +51,12 @@ startup (vLLM builds the composed parser once with the tokenizer), naming the ma
   each delta's token ids go to the view's ``parse_delta``: markers count only where the model wrote the
   control token, the cost is the delta's, the growing text is never read. ``finish_streaming()`` (vLLM
   calls it when the stream ends) returns what the view held back (``finish``).
+- vLLM's observable behaviour, which its own unit tests exercise: a stream fed text only
+  (``delta_token_ids`` empty) is read from the text's encoding (a tail that may grow into a control
+  token held until the next delta); ``request=None`` is a request without tools; calls to tools the request
+  did not declare are read, also when it declares none (as vLLM's parsers read any name; with
+  ``THINKGATE_VLLM_DECLARED_TOOLS_ONLY=1`` they stay content, thinkgate's own default). Where the answer
+  still differs from vLLM 0.34's parser of the same name, ``docs/vllm_tool_differences.md`` says how and why.
 - Deltas map to vLLM's ``DeltaMessage`` field by field: ``content``, and each ``tool_calls`` item's
   ``index``, ``id``, ``type``, ``function.name``, ``function.arguments``, each passed on when present, so a
   call given in one delta or in several (its header, then argument fragments) maps the same way.
@@ -74,6 +80,8 @@ grammar to: its requests get no constraint from this plugin (vLLM serves harmony
 from __future__ import annotations
 
 import json
+import os
+import re
 import threading
 import weakref
 from collections.abc import Iterable, Mapping, Sequence
@@ -140,7 +148,9 @@ def request_tools(request: Any) -> tuple[list[dict[str, Any]] | None, Any, bool]
     """(tools, tool_choice, parallel_tool_calls) of a vLLM Chat Completions or Responses request in the
     OpenAI shapes thinkgate's tool requests take (``tools/request.py``). Only a function's ``name``,
     ``description``, ``parameters`` and ``strict`` are kept (vLLM's extensions such as ``defer_loading``
-    mean nothing to the call syntax)."""
+    mean nothing to the call syntax). No request (``None``, as vLLM's own tests pass): no tools, ``auto``."""
+    if request is None:
+        return None, "auto", True
     tools: list[dict[str, Any]] | None = None
     if request.tools is not None:
         tools = []
@@ -179,6 +189,57 @@ def to_vllm_delta(delta: Mapping[str, Any] | None) -> DeltaMessage | None:
     return DeltaMessage(content=content, tool_calls=calls)
 
 
+class _TextIds:
+    """Token ids for a stream fed text only (``delta_token_ids`` empty, as vLLM's own tests feed parsers):
+    each delta's text encoded with the vocabulary (a control token's text becomes the token, as in
+    ``extract_tool_calls``), except a tail that may still grow into a control token's text, held until the
+    next delta (or the end) shows what it is; the cut never falls inside a control token's text already
+    complete. O(the delta) per delta."""
+
+    def __init__(self, vocab: Vocabulary) -> None:
+        self._vocab = vocab
+        self._prefixes, self._longest, self._specials = _special_texts(vocab)
+        self._held = ""
+
+    def feed(self, text: str) -> list[int]:
+        text = self._held + text
+        n = len(text)
+        start = max(0, n - self._longest)
+        inside: set[int] = set()
+        if self._specials is not None:
+            for m in self._specials.finditer(text, max(0, start - self._longest)):
+                inside.update(range(m.start() + 1, m.end()))
+        cut = next((p for p in range(start, n) if p not in inside and text[p:] in self._prefixes), n)
+        self._held = text[cut:]
+        return self._vocab.encode(text[:cut]) if cut else []
+
+    def finish(self) -> list[int]:
+        held, self._held = self._held, ""
+        return self._vocab.encode(held) if held else []
+
+
+_SPECIAL_TEXTS: weakref.WeakKeyDictionary[Vocabulary, tuple[frozenset[str], int, re.Pattern[str] | None]] = \
+    weakref.WeakKeyDictionary()
+
+
+def _special_texts(vocab: Vocabulary) -> tuple[frozenset[str], int, re.Pattern[str] | None]:
+    """(every proper prefix of a control token's text, the longest such text, a pattern finding them), once
+    per vocabulary."""
+    with _LOCK:
+        got = _SPECIAL_TEXTS.get(vocab)
+    if got is None:
+        texts = sorted((t for t in vocab.special_tokens if t), key=len, reverse=True)
+        pattern = re.compile("|".join(map(re.escape, texts))) if texts else None
+        got = (frozenset(t[:k] for t in texts for k in range(1, len(t))), max(map(len, texts), default=1), pattern)
+        with _LOCK:
+            _SPECIAL_TEXTS[vocab] = got
+    return got
+
+
+def _read_undeclared_default() -> bool:
+    return os.environ.get("THINKGATE_VLLM_DECLARED_TOOLS_ONLY", "").strip().lower() not in ("1", "true", "yes")
+
+
 class ThinkgateVllmToolParser(ToolParser):
     """vLLM's ``ToolParser`` over one thinkgate tool format (``format``, set per registered subclass); one
     object per request, as vLLM builds them (see the module docstring)."""
@@ -193,16 +254,27 @@ class ThinkgateVllmToolParser(ToolParser):
         if not self.format:
             raise ValueError("ThinkgateVllmToolParser is a base class; use a registered thinkgate_<format>")
         self.parser: Parser = _shared_parser(self.format, tokenizer)
+        self.read_undeclared: bool = _read_undeclared_default()
+        """Read calls to tools the request did not declare (vLLM's parsers do); False with
+        ``THINKGATE_VLLM_DECLARED_TOOLS_ONLY=1``: calls to undeclared tools stay content."""
         self._stream: RequestParser | None = None
+        self._text_ids: _TextIds | None = None
 
     def _view(self, request: Any) -> RequestParser:
         """This request's view (``ValueError`` naming what is wrong with its tools or tool_choice)."""
         tools, tool_choice, parallel = request_tools(request)
-        return self.parser.request(tools=tools, tool_choice=tool_choice, parallel_tool_calls=parallel)
+        if not tools and self.read_undeclared:
+            # a request without tools (vLLM's default tool_choice is then "none"): vLLM calls its tool
+            # parser anyway and reads whatever calls the text holds
+            tool_choice = "auto"
+        return self.parser.request(tools=tools, tool_choice=tool_choice, parallel_tool_calls=parallel,
+                                   read_undeclared=self.read_undeclared)
 
     # -- front end: the request ------------------------------------------------------------------
     def adjust_request(self, request: ChatCompletionRequest | ResponsesRequest
                        ) -> ChatCompletionRequest | ResponsesRequest:
+        if request is None:
+            return request
         tools, tool_choice, parallel = request_tools(request)
         if not tools or tool_choice == "none":
             return request
@@ -248,13 +320,39 @@ class ThinkgateVllmToolParser(ToolParser):
                                      ) -> DeltaMessage | None:
         if self._stream is None:
             self._stream = self._view(request)
-        return to_vllm_delta(self._stream.parse_delta(list(delta_token_ids)))
+        if delta_token_ids:
+            ids = list(delta_token_ids)
+        elif delta_text:  # text only: its encoding (see _TextIds)
+            if self._text_ids is None:
+                self._text_ids = _TextIds(self.parser.vocabulary)
+            ids = self._text_ids.feed(delta_text)
+        else:
+            return None
+        return to_vllm_delta(self._stream.parse_delta(ids))
 
     def finish_streaming(self) -> DeltaMessage | None:
         """What the stream held back (an undecided call, a partial marker or character), at its end."""
         if self._stream is None:
             return None
-        return to_vllm_delta(self._stream.finish("stop").delta)
+        first = None
+        if self._text_ids is not None:
+            first = self._stream.parse_delta(self._text_ids.finish())
+        last = self._stream.finish("stop").delta
+        return to_vllm_delta(_merge(first, last))
+
+
+def _merge(a: Mapping[str, Any] | None, b: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """Two thinkgate stream deltas as one (content joined, tool-call items in order)."""
+    if not a or not b:
+        return dict(a or b) if (a or b) else None
+    out: dict[str, Any] = {}
+    content = (a.get("content") or "") + (b.get("content") or "")
+    if content:
+        out["content"] = content
+    calls = [*a.get("tool_calls", ()), *b.get("tool_calls", ())]
+    if calls:
+        out["tool_calls"] = calls
+    return out or None
 
 
 def register_vllm_tool_parsers(formats: Iterable[str] | None = None) -> dict[str, type[ThinkgateVllmToolParser]]:

@@ -107,14 +107,16 @@ class ToolReader:
     than the named one, or not declared) stays content; the arguments of a tool the constraint checks
     (``strict: true``, strictness ``"parameter"``, or a forced call without ``strict: false``) are
     validated against its JSON schema, and a violating call stays content. Arguments nested deeper than
-    :data:`MAX_ARGUMENT_DEPTH` are not read as a call. Stateless after construction; safe to share."""
+    :data:`MAX_ARGUMENT_DEPTH` are not read as a call. ``read_undeclared``: calls to tools the request did
+    not declare are read too (``tool_table.py``; ``auto`` without ``allowed_tools`` only), as vLLM's
+    parsers read them. Stateless after construction; safe to share."""
 
     def __init__(self, format: str, tools: Sequence[Mapping[str, Any]] | None,
                  tool_choice: str | Mapping[str, Any] | None = "auto", *, parallel_tool_calls: bool = True,
-                 strictness: Strictness = "auto") -> None:
+                 strictness: Strictness = "auto", read_undeclared: bool = False) -> None:
         self.format = get_tool_format(format)
         self.request = normalize_tool_request(tools, tool_choice, parallel_tool_calls=parallel_tool_calls,
-                                              strictness=strictness)
+                                              strictness=strictness, read_undeclared=read_undeclared)
         self.policy = CallPolicy(self.request, builtin=self.format.supports_builtin_tools)
 
     def read(self, text: str | None = None, *, token_ids: Iterable[int] | None = None,

@@ -229,11 +229,12 @@ class XmlArgStreamer(ArgStreamer):
                         out.append(json_string_body(text[:safe]))
                     self._sent += safe
                 return "".join(out), -1
-            vend = idx - self._k
+            vend = self._syntax.value_end(text, 0, idx)
             if vend < 0 or not w.plain(0, vend):
                 raise StreamStop("a parameter that does not end as the syntax says")
-            if w.match_literal(vend, self._syntax.param_end, self._lit) < 0:
-                if len(text) < vend + len(self._syntax.param_end):
+            after = w.match_literal(vend, self._syntax.param_end, self._lit)
+            if after < 0 or after >= len(text):
+                if after >= 0 or len(text) < vend + len(self._syntax.param_end):
                     return "".join(out), -1  # the rest of its end (``\n`` after ``</parameter>``) is to come
                 raise StreamStop("a parameter that does not end as the syntax says")
             if self._raw:
@@ -247,7 +248,7 @@ class XmlArgStreamer(ArgStreamer):
                 except (NoMatch, ValueError):
                     raise StreamStop("a value that does not read") from None
                 out.append(json.dumps(v, ensure_ascii=False))
-            self._pos = self._sent + vend + len(self._syntax.param_end)
+            self._pos = self._sent + after
             self._params += 1
             self._in_value = False
 

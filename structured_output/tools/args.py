@@ -315,10 +315,20 @@ class XmlArgs(ArgsSyntax):
         for key in candidates:
             if not src.plain(p, p + len(key)):
                 continue
-            q = src.match_literal(p + len(key), post, lit)
+            q = src.match_literal(p + len(key), post, lit, exact_tail=True)
             if q >= 0:
                 return key, None, q
         raise NoMatch("expected a parameter")
+
+    def value_end(self, text: str, vstart: int, close_at: int) -> int:
+        """Where a value starting at ``vstart`` ends, given its closing tag at ``close_at``: before what
+        ``param_end`` writes ahead of the tag, when the text has it (``\\n`` in ``\\n</parameter>``), else at the
+        tag (a model that writes ``<parameter=k>v</parameter>``); -1 when the text before the tag is not
+        what ``param_end`` writes there (and is not whitespace the reader may leave out)."""
+        pre = self.param_end[:self.param_end.index(self.close)]
+        if text.startswith(pre, close_at - len(pre)) and close_at - len(pre) >= vstart:
+            return close_at - len(pre)
+        return close_at if not pre.strip() else -1
 
     def _read_value(self, text: str, start: int, end: int, key: str, attr: Any, declared: Mapping[str, Any],
                     extra: Any, defs: Mapping[str, Any]) -> Any:
@@ -338,18 +348,18 @@ class XmlArgs(ArgsSyntax):
             declared = {}
         extra = schema.get("additionalProperties", True)
         keys = sorted(declared, key=len, reverse=True)
-        k = self.param_end.index(self.close)
         out: list[tuple[str, Any]] = []
         while src.match_literal(pos, call_end, lit) < 0:
             key, attr, vstart = self._read_begin(src, pos, keys, lit)
             idx = src.find_literal(self.close, vstart, lit)
-            vend = idx - k
-            if idx < 0 or vend < vstart or src.match_literal(vend, self.param_end, lit) < 0:
+            vend = self.value_end(text, vstart, idx) if idx >= 0 else -1
+            after = src.match_literal(vend, self.param_end, lit) if vend >= vstart else -1
+            if after < 0:
                 raise NoMatch("unterminated parameter")
             if not src.plain(vstart, vend):
                 raise NoMatch("a control token inside a parameter value")
             out.append((key, self._read_value(text, vstart, vend, key, attr, declared, extra, defs)))
-            pos = vend + len(self.param_end)
+            pos = after
         return _object_text(out), pos
 
 

@@ -46,6 +46,7 @@ from .policy import CallPolicy
 from .request import ToolRequest
 from .results import ToolCall
 from .stream import ContentGate, ToolStream, ToolStreamDelta
+from .tool_table import ToolTable
 
 if TYPE_CHECKING:
     from .engine import CallFormat
@@ -64,8 +65,8 @@ class CallFormatStream(ToolStream):
         special = frozenset(vocabulary.special_tokens)
         self._pending = PendingText(special)
         self._lit = fmt._reader_lit
-        self._tools = {t.name: t for t in request.all_tools if not t.builtin}
-        self._trig, self._lead = fmt._trigger, fmt._lead_text
+        self._tools = ToolTable(request)
+        self._trig, self._lead = fmt._reader_trigger, fmt._lead_text
         self._start_text = self._lead + self._trig
         end = fmt.section[1] if fmt.section else fmt.call_end
         markers = [piece for is_marker, piece in self._lit.split(end) if is_marker]

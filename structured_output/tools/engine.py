@@ -30,6 +30,7 @@ with the same two methods. The table of formats is ``formats.py``.
 
 from __future__ import annotations
 
+import json
 import re
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Sequence
@@ -39,15 +40,20 @@ from typing import Any
 from thinkgate.reasoning.vocabulary import Vocabulary
 
 from ..constraints import Constraint
-from .args import ArgsSyntax, NoMatch, XmlArgs
+from .args import ArgsSyntax, JsonArgs, NoMatch, XmlArgs
 from .call_stream import CallFormatStream
 from .key_check import keys_check_spec
-from .marked import MarkedText
+from .marked import MarkedText, json_depth_ok, loose_separator
 from .policy import CallPolicy
 from .request import ToolRequest, ToolSpec
 from .results import ToolCall, ToolCallsResult
 from .stream import HeldStream, ToolStream
 from .syntax import Fmt, LiteralText, any_tokens, const, opt, or_, regex, seq, structural_tag, tag
+from .tool_table import ToolTable
+
+_JSON_CALL_PRE = re.compile(r'\{\s*"name"\s*:\s*"$')
+_JSON_CALL_POST = re.compile(r'"\s*,\s*"(arguments|parameters)"\s*:\s*')
+_DECODER = json.JSONDecoder()
 
 __all__ = ["ToolFormat", "CallFormat", "DEFAULT_TOOL_MAX_WHITESPACE", "LEAD_WHITESPACE", "join_content"]
 
@@ -144,6 +150,15 @@ class ToolFormat(ABC):
         return sorted(t for t, i in vocabulary.special_tokens.items() if i not in stops and t not in keep)
 
 
+def _skip_space(src: MarkedText, pos: int) -> int:
+    """The position after the whitespace at ``pos`` (text, not control tokens)."""
+    text = src.text
+    end = pos
+    while end < len(text) and text[end] in " \t\r\n":
+        end += 1
+    return end if src.plain(pos, end) else pos
+
+
 def join_content(parts: Sequence[str]) -> str | None:
     """The reader's content: the pieces joined and stripped, None when nothing is left."""
     text = "".join(parts).strip()
@@ -170,6 +185,9 @@ class CallFormat(ToolFormat):
     """The family's own call-id scheme (``call_ids.py``), given the call's text and index; None: the default."""
     _trigger: str = field(init=False, default="")
     _trigger_is_token: bool = field(init=False, default=True)
+    _reader_trigger: str = field(init=False, default="")
+    """What the readers search for: the trigger, or for a text trigger its first word (``{"name":`` of
+    ``{"name": "``), since the reader takes the literal's whitespace as any run, also none."""
     _lead_text: str = field(init=False, default="")
 
     def __post_init__(self) -> None:
@@ -187,6 +205,7 @@ class CallFormat(ToolFormat):
             if not trig:
                 raise ValueError(f"format {self.name!r}: no trigger")
             self._trigger, self._trigger_is_token, self._lead_text = trig, False, ""
+        self._reader_trigger = self._trigger if self._trigger_is_token else self._trigger.split()[0]
 
     # -- constraint ------------------------------------------------------------------------------
     def any_order_tools(self, request: ToolRequest) -> list[str]:
@@ -319,14 +338,14 @@ class CallFormat(ToolFormat):
             return self._expect(src, m.end(), b, lit)
         return self._expect(src, q, post, lit)
 
-    def _names_at(self, src: MarkedText, pos: int, tools: dict[str, ToolSpec], lit: LiteralText,
+    def _names_at(self, src: MarkedText, pos: int, tools: ToolTable, lit: LiteralText,
                   skip: int) -> tuple[int, list[str]]:
         """(where the name starts, the tools whose name is written there, longest first) for a call at ``pos``."""
         pre = self.call_begin.split("{name}")[0]
         p = self._expect(src, pos, pre[skip:], lit)
-        return p, sorted((n for n in tools if src.text.startswith(n, p)), key=len, reverse=True)
+        return p, tools.names_at(src.text, p)
 
-    def read_header(self, src: MarkedText, pos: int, tools: dict[str, ToolSpec], lit: LiteralText,
+    def read_header(self, src: MarkedText, pos: int, tools: ToolTable, lit: LiteralText,
                     skip: int = 0) -> tuple[str, int]:
         """The opening of a call at ``pos`` -> (its tool's name, where its arguments start), the longest name
         whose opening reads (as :meth:`_read_call` tries them); :class:`NoMatch` otherwise (also when the
@@ -345,12 +364,64 @@ class CallFormat(ToolFormat):
             return name, q
         raise NoMatch("unknown tool name")
 
-    def _read_call(self, src: MarkedText, pos: int, tools: dict[str, ToolSpec], lit: LiteralText,
+    def _read_call(self, src: MarkedText, pos: int, tools: ToolTable, lit: LiteralText,
                    skip: int = 0) -> tuple[ToolCall, int]:
+        try:
+            return self._read_call_as_written(src, pos, tools, lit, skip)
+        except NoMatch:
+            if self._json_object is None:
+                raise
+            return self._read_json_object(src, pos, tools, lit, skip)
+
+    @property
+    def _json_object(self) -> tuple[str, str] | None:
+        """For a call written as one JSON object after its markers (``{"name": "{name}", "arguments": ``
+        ... ``}``): (the opening's markers and text before the ``{``, ``call_end`` after its ``}``); else None."""
+        pre, post = self.call_begin.split("{name}")
+        m = _JSON_CALL_PRE.search(pre)
+        if (m is None or not isinstance(self.args, JsonArgs) or not _JSON_CALL_POST.fullmatch(post)
+                or not self.call_end.lstrip().startswith("}")):
+            return None
+        return pre[:m.start()], self.call_end.lstrip()[1:]
+
+    def _read_json_object(self, src: MarkedText, pos: int, tools: ToolTable, lit: LiteralText,
+                          skip: int) -> tuple[ToolCall, int]:
+        """A call written as a JSON object read by its keys, as models write them beside the template's
+        form: ``name``, and ``arguments`` or ``parameters`` (an object, or a JSON string holding one), in
+        any order, any spacing."""
+        head, tail = self._json_object  # type: ignore[misc]
+        text = src.text
+        p = self._expect(src, pos, head[skip:], lit)
+        while p < len(text) and text[p] in " \t\r\n":
+            p += 1
+        if not text.startswith("{", p) or not json_depth_ok(text, p):
+            raise NoMatch("expected a JSON call object")
+        try:
+            obj, end = _DECODER.raw_decode(text, p)
+        except (ValueError, RecursionError) as e:
+            raise NoMatch(str(e)) from None
+        if not src.plain(p, end) or not isinstance(obj, dict):
+            raise NoMatch("not a JSON call object")
+        name = obj.get("name")
+        keys = [k for k in ("arguments", "parameters") if k in obj]
+        if not isinstance(name, str) or not tools.knows(name) or len(keys) != 1 or set(obj) - {"name", keys[0]}:
+            raise NoMatch("not a call object of a known tool")
+        args = obj[keys[0]]
+        if isinstance(args, str):
+            try:
+                args = json.loads(args)
+            except (ValueError, RecursionError):
+                raise NoMatch("arguments are a string that is not JSON") from None
+        if not isinstance(args, dict):
+            raise NoMatch("arguments are not an object")
+        return ToolCall(name, json.dumps(args, ensure_ascii=False)), self._expect(src, end, tail, lit)
+
+    def _read_call_as_written(self, src: MarkedText, pos: int, tools: ToolTable, lit: LiteralText,
+                              skip: int = 0) -> tuple[ToolCall, int]:
         p, names = self._names_at(src, pos, tools, lit, skip)
         last: NoMatch | None = None
         for name in names:
-            t = tools[name]
+            t = tools.spec(name)
             try:
                 q = self._after_name(src, p, name, lit)
                 if isinstance(self.args, XmlArgs):
@@ -363,7 +434,7 @@ class CallFormat(ToolFormat):
                 last = e
         raise last or NoMatch("unknown tool name")
 
-    def _read_block(self, src: MarkedText, pos: int, tools: dict[str, ToolSpec], lit: LiteralText,
+    def _read_block(self, src: MarkedText, pos: int, tools: ToolTable, lit: LiteralText,
                     skip: int) -> tuple[list[tuple[ToolCall, int, int]], int]:
         """The calls of one block at ``pos`` as (call, start, end), and the block's end."""
         if self.section is None:
@@ -374,23 +445,24 @@ class CallFormat(ToolFormat):
         call, end = self._read_call(src, pos, tools, lit)
         calls.append((call, pos, end))
         pos = end
-        while src.match_literal(pos, self.section[1], lit) < 0:
-            pos = self._expect(src, pos, self.call_sep, lit)
+        while src.match_literal(_skip_space(src, pos), self.section[1], lit) < 0:
+            # models put whitespace between the calls of a section, whatever their template's separator
+            pos = _skip_space(src, self._expect(src, _skip_space(src, pos), self.call_sep, lit))
             call, end = self._read_call(src, pos, tools, lit)
             calls.append((call, pos, end))
             pos = end
-        return calls, self._expect(src, pos, self.section[1], lit)
+        return calls, self._expect(src, _skip_space(src, pos), self.section[1], lit)
 
     def read_marked(self, src: MarkedText, request: ToolRequest, policy: CallPolicy | None = None) -> ToolCallsResult:
         policy = policy or CallPolicy(request)
         text, lit = src.text, self._reader_lit
         # every declared function tool is read, so that a well-formed call the request does not allow
         # is skipped whole (it stays content) rather than searched for triggers inside
-        tools = {t.name: t for t in request.all_tools if not t.builtin}
+        tools = ToolTable(request)
         content: list[str] = []
         calls: list[ToolCall] = []
         pos = scan = 0  # content not yet taken starts at pos; the next trigger is searched from scan
-        trig, lead = self._trigger, self._lead_text
+        trig, lead = self._reader_trigger, self._lead_text
         while True:
             idx = src.find_marker(trig, scan)
             if idx < 0:
@@ -417,7 +489,7 @@ class CallFormat(ToolFormat):
                 scan = end  # well-formed, but the request does not allow it: all of it stays content
                 continue
             between = text[pos:start]
-            if not (calls and (between == self.call_sep or not between.strip())):
+            if not (calls and loose_separator(between, self.call_sep)):
                 content.append(between)  # a separator between two calls is syntax, not content
             content.extend(refused)
             calls.extend(kept)

@@ -18,6 +18,7 @@ Also :func:`json_depth_ok`, the nesting bound every JSON-argument reader checks 
 from __future__ import annotations
 
 import bisect
+import functools
 import re
 from collections.abc import Iterable
 
@@ -25,7 +26,7 @@ from thinkgate.reasoning.vocabulary import Vocabulary
 
 from .syntax import LiteralText
 
-__all__ = ["MarkedText", "MAX_ARGUMENT_DEPTH", "json_depth_ok"]
+__all__ = ["MarkedText", "MAX_ARGUMENT_DEPTH", "json_depth_ok", "loose_separator"]
 
 MAX_ARGUMENT_DEPTH = 128
 """The deepest nesting of JSON arrays / objects a reader takes in a call's arguments (the arguments
@@ -149,21 +150,90 @@ class MarkedText:
             return False
         return k >= len(self._ends) or self._ends[k][0] >= end
 
-    def match_literal(self, pos: int, literal: str, lit: LiteralText) -> int:
+    def match_literal(self, pos: int, literal: str, lit: LiteralText, *, exact_tail: bool = False) -> int:
         """The end of ``literal`` (a piece of call syntax, its markers split by ``lit``) at ``pos``, or -1:
-        each marker at a control token when it is one, the text between them plain."""
-        for is_marker, piece in lit.split(literal):
+        each marker at a control token when it is one, the text between them plain.
+
+        Read generously (the grammar writes the literal exactly; models write it looser): a run of
+        whitespace in the literal's text matches any run of whitespace in the text, also none
+        (``<tool_call>{"name":"f"`` reads as ``<tool_call>\\n{"name": "f"``), and whitespace may come before a
+        marker that starts the literal or follows another marker (``</arg_key>\\n<arg_value>``). ``exact_tail``: a run that ends
+        the literal matches its own text or nothing (a raw value follows, whose leading whitespace is
+        its own)."""
+        parts = lit.split(literal)
+        last = len(parts) - 1
+        for k, (is_marker, piece) in enumerate(parts):
             if is_marker:
+                if (k == 0 or parts[k - 1][0]) and not self.marker_at(pos, piece):
+                    pos = self._skip_space(pos)  # whitespace between two markers, or before the first
                 if not self.marker_at(pos, piece):
                     return -1
-            elif not (self.text.startswith(piece, pos) and self.plain(pos, pos + len(piece))):
+                pos += len(piece)
+                continue
+            start = pos
+            pos = _match_loose(self.text, pos, piece, exact_tail and k == last)
+            if pos < 0 or not self.plain(start, pos):
                 return -1
-            pos += len(piece)
         return pos
 
+    def _skip_space(self, pos: int) -> int:
+        end = pos
+        while end < len(self.text) and self.text[end] in _WS:
+            end += 1
+        return end if self.plain(pos, end) else pos
+
     def find_literal(self, literal: str, start: int, lit: LiteralText) -> int:
-        """The first position >= ``start`` where :meth:`match_literal` matches, or -1."""
-        i = self.text.find(literal, start)
-        while i >= 0 and self.match_literal(i, literal, lit) < 0:
-            i = self.text.find(literal, i + 1)
-        return i
+        """The first position >= ``start`` where :meth:`match_literal` matches, or -1 (a literal that
+        starts with whitespace matches from the start of the whitespace before its first word)."""
+        chunks = _chunks(literal)
+        if not chunks:
+            return start if start <= len(self.text) else -1
+        lead = chunks[0][1] if chunks[0][0] else ""
+        anchor = next(c for ws, c in chunks if not ws)
+        i = self.text.find(anchor, start)
+        while i >= 0:
+            j = i
+            if lead:
+                while j > start and self.text[j - 1] in _WS:
+                    j -= 1
+            if self.match_literal(j, literal, lit) >= 0:
+                return j
+            i = self.text.find(anchor, i + 1)
+        return -1
+
+
+_WS = " \t\r\n"
+
+
+@functools.lru_cache(maxsize=512)
+def _chunks(piece: str) -> tuple[tuple[bool, str], ...]:
+    """``piece`` as (is_whitespace, text) runs."""
+    return tuple((m.group()[0] in _WS, m.group()) for m in _RUNS.finditer(piece))
+
+
+_RUNS = re.compile(r"[ \t\r\n]+|[^ \t\r\n]+")
+
+
+def _match_loose(text: str, pos: int, piece: str, exact_tail: bool) -> int:
+    """The end of the plain ``piece`` at ``pos`` (see :meth:`MarkedText.match_literal`), or -1."""
+    chunks = _chunks(piece)
+    last = len(chunks) - 1
+    for k, (ws, chunk) in enumerate(chunks):
+        if not ws:
+            if not text.startswith(chunk, pos):
+                return -1
+            pos += len(chunk)
+        elif exact_tail and k == last:
+            if text.startswith(chunk, pos):
+                pos += len(chunk)
+        else:
+            n = len(text)
+            while pos < n and text[pos] in _WS:
+                pos += 1
+    return pos
+
+
+def loose_separator(between: str, sep: str) -> bool:
+    """Whether ``between`` (the text between two calls) is only whitespace, or the separator ``sep`` read
+    generously (its whitespace any run, also none; ``;`` for ``"; "``)."""
+    return "".join(between.split()) in ("", "".join(sep.split()))

@@ -2,7 +2,9 @@
 
 - ``tool_choice: "none"``: no call is returned (every call's text stays content);
 - the tool must be one the request lets a call name (``ToolRequest.tools``: a named choice leaves one,
-  ``allowed_tools`` its subset); a call to any other tool, declared or not, stays content;
+  ``allowed_tools`` its subset); a call to any other tool, declared or not, stays content (unless the
+  request reads undeclared tools, ``ToolRequest.read_undeclared``: then a call to a tool it did not
+  declare passes, its arguments any JSON object);
 - at most ``ToolRequest.max_calls`` calls (one when parallel calls are off or a function is named): the
   first ones in the output are returned, later ones stay content (a reader never drops model output:
   content plus calls account for the whole text, so a caller can show or log what the model wrote);
@@ -22,6 +24,7 @@ from typing import Any
 import jsonschema
 
 from .request import ToolRequest, ToolSpec
+from .tool_table import undeclared_spec
 
 __all__ = ["CallPolicy", "duplicate_keys", "validator_for"]
 
@@ -66,6 +69,7 @@ class CallPolicy:
         self.request = request
         self.max_calls = request.max_calls
         self._tools: dict[str, ToolSpec] = {t.name: t for t in request.tools if builtin or not t.builtin}
+        self._declared = {t.name for t in request.all_tools}
         self._validators: dict[str, Any] = {}
         for t in self._tools.values():
             if t.enforce:
@@ -77,8 +81,12 @@ class CallPolicy:
                     self._validators[t.name] = None
 
     def tool(self, name: str) -> ToolSpec | None:
-        """The tool a call may name, or None (not allowed, not declared, or tool_choice "none")."""
-        return self._tools.get(name)
+        """The tool a call may name, or None (not allowed, not declared unless the request reads undeclared
+        tools, or tool_choice "none")."""
+        t = self._tools.get(name)
+        if t is None and self.request.read_undeclared and name not in self._declared:
+            return undeclared_spec(name)
+        return t
 
     def full(self, taken: int) -> bool:
         """Whether ``taken`` calls are already as many as the request allows."""

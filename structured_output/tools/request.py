@@ -118,6 +118,9 @@ class ToolRequest:
     mode: ToolChoiceMode
     parallel: bool
     strictness: Strictness
+    read_undeclared: bool = False
+    """Readers also read calls to tools the request did not declare (any name, any JSON object as
+    arguments: ``tool_table.py``), as vLLM's parsers do; only in ``auto`` mode without ``allowed_tools``."""
 
     @property
     def constrained(self) -> bool:
@@ -205,6 +208,7 @@ def normalize_tool_request(
     *,
     parallel_tool_calls: bool = True,
     strictness: Strictness = "auto",
+    read_undeclared: bool = False,
 ) -> ToolRequest:
     """Validate and normalise an OpenAI-shaped tool request (see the module docstring).
 
@@ -212,7 +216,7 @@ def normalize_tool_request(
     duplicate tool names, parameters that are not an object schema, an unknown ``tool_choice``, a
     named function (or allowed tool) missing from ``tools``, parameters nested deeper than
     :data:`MAX_TOOL_SCHEMA_DEPTH`, ``"required"`` with no tools (or only
-    builtin tools), an unknown strictness."""
+    builtin tools), an unknown strictness. ``read_undeclared``: see :attr:`ToolRequest.read_undeclared`."""
     if strictness not in STRICTNESS_LEVELS:
         raise _fail(f"unknown strictness {strictness!r}; known: {', '.join(STRICTNESS_LEVELS)}")
     if not isinstance(parallel_tool_calls, bool):
@@ -305,7 +309,11 @@ def normalize_tool_request(
 
     all_specs = tuple(spec(p) for p in parsed)
     by_name = {t.name: t for t in all_specs}
-    return ToolRequest(tuple(by_name[n] for n in allowed), all_specs, mode, parallel_tool_calls, strictness)
+    if not isinstance(read_undeclared, bool):
+        raise _fail(f"read_undeclared must be a boolean, got {read_undeclared!r}")
+    undeclared = read_undeclared and mode == "auto" and len(allowed) == len(names)
+    return ToolRequest(tuple(by_name[n] for n in allowed), all_specs, mode, parallel_tool_calls, strictness,
+                       undeclared)
 
 
 # --------------------------------------------------------------------------------------------------

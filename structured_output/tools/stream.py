@@ -42,6 +42,7 @@ from typing import TYPE_CHECKING
 from thinkgate.reasoning.vocabulary import Vocabulary
 
 from .call_delta import CallDelta, whole_call_deltas
+from .marked import loose_separator
 from .pending import PendingText, Piece
 from .policy import CallPolicy
 from .request import ToolRequest
@@ -94,15 +95,15 @@ class ContentGate:
     Held text is kept as parts and joined once, when it goes out: a long run of whitespace fed piece by
     piece costs O(its length)."""
 
-    __slots__ = ("_sep", "_started", "_ws", "_between", "_between_len", "_between_ws")
+    __slots__ = ("_sep", "_sep_core", "_started", "_ws", "_between", "_between_core")
 
     def __init__(self, call_sep: str = "") -> None:
         self._sep = call_sep
+        self._sep_core = "".join(call_sep.split())  # the separator read generously: its words, any spacing
         self._started = False
         self._ws: list[str] = []  # trailing whitespace, held until more text shows it is not trailing
         self._between: list[str] | None = None  # text after the last call, while it may still be a separator
-        self._between_len = 0
-        self._between_ws = True
+        self._between_core = ""  # its text but whitespace (at most the separator's, while held)
 
     def text(self, s: str) -> str:
         """Content text; returns what can go out now."""
@@ -110,10 +111,8 @@ class ContentGate:
             return ""
         if self._between is not None:
             self._between.append(s)
-            self._between_len += len(s)
-            self._between_ws = self._between_ws and not s.strip()
-            if self._between_ws or (self._sep and self._between_len <= len(self._sep)
-                                    and self._sep.startswith("".join(self._between))):
+            self._between_core += "".join(s.split())
+            if self._sep_core.startswith(self._between_core):  # whitespace, or a separator still coming
                 return ""
             s = "".join(self._between)
             self._between = None
@@ -126,12 +125,12 @@ class ContentGate:
         if parts is None:
             return ""
         b = "".join(parts)
-        if b == self._sep or not b.strip():
+        if loose_separator(b, self._sep):
             return ""
         return self._strip(b)
 
     def after_call(self) -> None:
-        self._between, self._between_len, self._between_ws = [], 0, True
+        self._between, self._between_core = [], ""
 
     def finish(self) -> str:
         parts, self._between = self._between, None

@@ -1,0 +1,259 @@
+"""Per vLLM tool-parser name: vLLM 0.34's parser and thinkgate's ``thinkgate_<name>`` on the same outputs
+(``tool_differential.py``: the cases and how both are run), whole, streamed with token-id deltas and
+streamed with text-only deltas. Prints, per name, the agree / differ counts of each path with the kind of
+every difference; a difference no kind explains fails. The kinds (the documented differences are in
+``docs/vllm_tool_differences.md``):
+
+- ``whitespace``: the same calls, content equal but for whitespace (thinkgate strips the framing newlines);
+- ``cut-call`` (choice): a call cut short (max_tokens): vLLM returns it with partial arguments, thinkgate
+  keeps its text as content (a stream cannot take back a call it sent; the finish_reason says ``length``);
+- ``arguments-not-an-object`` (choice): ``"arguments": "hello"``: vLLM returns a call whose arguments are
+  a JSON string; thinkgate returns calls with object arguments only, the text stays content;
+- ``vllm-misses-calls`` (vLLM's bug): vLLM reads no call in a variation models write (compact, no newlines,
+  no separator, keys in another order, arguments as a JSON string, an undeclared tool);
+- ``vllm-stream-misses-calls`` / ``vllm-stream-drops-content`` (vLLM's bug): its stream reads less than its
+  own whole path;
+- ``vllm-drops-content`` (vLLM's bug): vLLM drops text the model wrote beside its calls;
+  ``vllm-drops-text-after-calls`` the text written after them; ``vllm-drops-unread-block`` the text of a
+  block it could not read (thinkgate keeps it as content); ``vllm-strips-markers`` the marker tokens of it;
+- ``unterminated-call`` (choice): the output ends inside a call (no closing marker): vLLM returns it,
+  thinkgate keeps its text as content (it cannot tell a finished call from one cut by max_tokens);
+- ``vllm-double-encodes-string-arguments`` (vLLM 0.34's bug, fixed in later vLLM): ``"arguments"`` given as
+  a JSON string comes back as that string, JSON-encoded again; thinkgate returns the object it holds;
+- ``vllm-values-as-strings`` (vLLM's bug): vLLM leaves values as the text written (``"3"``, ``"true"``,
+  ``"None"``, an object's JSON text) where the schema or the syntax says a number, boolean, null, object;
+- ``vllm-empty-arguments`` (vLLM's bug): vLLM's stream sends a call's name and no arguments;
+- ``vllm-text-in-arguments`` (vLLM's bug): vLLM's stream appends the text after a call to its arguments;
+- ``vllm-crash``: vLLM's parser raised.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections import Counter
+
+import pytest
+import tool_differential as td
+from support import FAMILIES, vocab
+from template_render import RENDERERS, render
+from tool_serving import tokenizer
+
+from thinkgate.structured_output.tools import list_tool_formats
+
+VLLM_NAMES = sorted(__import__("vllm.tool_parsers", fromlist=["x"]).ToolParserManager.list_registered())
+
+
+def _fn(name: str, props: dict) -> dict:
+    return {"type": "function", "function": {"name": name, "parameters": {"type": "object", "properties": props}}}
+
+
+TOOLS = (
+    _fn("get_weather", {"city": {"type": "string"}, "days": {"type": "integer"}}),
+    _fn("search", {"q": {"type": "string"}, "filters": {"type": "object"}}),
+    _fn("ping", {}),
+    _fn("final_answer", {"trigger": {"type": "boolean"}}),
+    _fn("get_current_temperature", {"location": {"type": "string"}, "unit": {"type": "string"}}),
+)
+
+CALLS = [
+    [("get_weather", {"city": "Tokyo", "days": 3})],
+    [("search", {"q": "Ünïcode ✓ 北京 \"quoted\" back\\slash"})],
+    [("ping", {})],
+    [("search", {"q": "nested", "filters": {"a": [1, {"b": None}], "c": True}})],
+    [("get_weather", {"city": "Paris"}), ("search", {"q": "x"})],
+]
+
+# vLLM tool-parser name -> the thinkgate renderer of the template its models write
+TEMPLATE = {
+    "hermes": "hermes", "qwen3_coder": "qwen3_coder", "qwen3_xml": "qwen3_6", "deepseek_v3": "deepseek_v3",
+    "deepseek_v31": "deepseek_v31", "deepseek_v32": "deepseek_v32", "deepseek_v4": "deepseek_v4",
+    "kimi_k2": "kimi_k2", "glm45": "glm45", "glm47": "glm47", "minimax_m2": "minimax_m2", "gemma4": "gemma4",
+    "llama3_json": "llama3_json", "mistral": "mistral", "qwen3_json": "hermes", "openai": "openai",
+}
+JSON_FAMILIES = {"hermes", "deepseek_v3", "deepseek_v31", "kimi_k2", "llama3_json", "mistral"}
+
+
+def _template_cases(name: str) -> None:
+    r = TEMPLATE[name]
+    for calls in CALLS:
+        if len(calls) > 1 and not RENDERERS[r].parallel:
+            continue
+        for content in ("", "Let me check."):
+            try:
+                text = render(r, calls, content)
+            except ValueError:  # a template that writes no content beside calls
+                continue
+            td.add(name, td.Case(text, "template", TOOLS))
+            td.add(name, td.Case(text[: len(text) * 2 // 3], "variation:cut", TOOLS))
+            if content:
+                td.add(name, td.Case(text + "\n\nDone.", "variation:after", TOOLS))
+        text = render(r, calls) if calls else ""
+        td.add(name, td.Case(text, "variation:undeclared", None))
+        if name in JSON_FAMILIES:
+            td.add(name, td.Case(text.replace("\n", ""), "variation:no-newlines", TOOLS))
+            td.add(name, td.Case(text.replace("\n", "\n\n  "), "variation:whitespace", TOOLS))
+    td.add(name, td.Case("No call here, just text with <b>tags</b> and { braces }.", "template", TOOLS))
+
+
+for _name in TEMPLATE:
+    _template_cases(_name)
+
+# --- vLLM's own tests (tests/tool_parsers/test_hermes_tool_parser.py): their inputs, a request without tools
+HERMES_TESTS = [
+    "This is some prior text that has nothing to do with tool calling.",
+    '<tool_call>\n{"name": "final_answer", "arguments": {"trigger": true}}\n</tool_call>',
+    '<tool_call>{"name": "get_current_temperature",'
+    '"arguments": {"location":"San Francisco, California, United States", "unit": "celsius"}}</tool_call>',
+    '<tool_call>{"name": "get_current_temperature", "arguments": {"location": "San Francisco", "unit": "celsius"}}'
+    "</tool_call>",
+    'Sure, let me check the weather.<tool_call>{"name": "get_weather", "arguments": {"city": "NYC"}}</tool_call>',
+    '<tool_call>{"name": "search", "arguments": {"q": "cats"}}</tool_call>'
+    '<tool_call>{"name": "search", "arguments": {"q": "dogs"}}</tool_call>',
+    '<tool_call>\n{"name": "final_answer", "arguments": {"trigger": true}}',
+    '<tool_call>\n{"name": "final_answer", "arguments": {"trigger": true}',
+    '<tool_call>\n{"name": "get_db_config", "arguments": "{\\"param\\": \\"max_connections\\"}"}\n</tool_call>',
+    '<tool_call>\n{"name": "do_thing", "arguments": "hello"}\n</tool_call>',
+    '<tool_call>{"name": "get_db_config", "arguments": "{\\"param\\": \\"max_connections\\"}"}</tool_call>',
+    "This is not a tool call.",
+]
+for _t in HERMES_TESTS:
+    td.add("hermes", td.Case(_t, "vllm-test:hermes"))
+td.add("hermes", td.Case(HERMES_TESTS[1], "vllm-test:hermes-request-none", request_none=True))
+
+
+def _tokenizer(name: str, vllm_tokenizers):
+    fam = FAMILIES[td.served_format(name)]
+    if fam.vocab == "deepseek_v4":
+        return vllm_tokenizers["deepseek_v4"][0], vocab(fam.vocab)
+    return tokenizer(fam.vocab), vocab(fam.vocab)
+
+
+def test_every_vllm_name_is_served_or_counted() -> None:
+    served = [n for n in VLLM_NAMES if not n.startswith("thinkgate_") and td.served_format(n) is not None]
+    missing = [n for n in VLLM_NAMES if not n.startswith("thinkgate_") and td.served_format(n) is None]
+    print(f"\n[differential] vLLM names: {len(served) + len(missing)}; served: {len(served)}; "
+          f"not served yet (skipped): {len(missing)}")
+    assert set(td.CASES) <= set(served), sorted(set(td.CASES) - set(served))
+    assert set(served) <= set(td.CASES), f"served names without cases: {sorted(set(served) - set(td.CASES))}"
+
+
+@pytest.mark.parametrize("name", sorted(td.CASES))
+def test_every_difference_from_vllm_is_explained(name: str, vllm_tokenizers) -> None:
+    if name not in VLLM_NAMES or td.served_format(name) is None:
+        pytest.skip(f"{name}: not served as thinkgate_{name} yet")
+    tok, v = _tokenizer(name, vllm_tokenizers)
+    kinds = {p: Counter() for p in ("whole", "ids", "text")}
+    own_tests = {p: Counter() for p in ("whole", "ids", "text")}  # vLLM's own test inputs: agree / all
+    count_only = bool(os.environ.get("THINKGATE_DIFF_COUNT_ONLY"))  # measure another revision: no asserts
+    unexplained = []
+    for case in td.CASES[name]:
+        got = td.run_case(name, case, tok, v)
+        for path, (theirs, ours) in got.items():
+            if ours.error is not None and count_only:
+                kinds[path]["thinkgate-crash"] += 1
+                own_tests[path]["all"] += case.origin.startswith("vllm-test")
+                continue
+            assert ours.error is None, f"thinkgate_{name} raised on {case.text!r}: {ours.error}"
+            kind = td.classify(name, theirs, ours, case, got["whole"][0])
+            kinds[path][kind] += 1
+            if case.origin.startswith("vllm-test"):
+                own_tests[path]["all"] += 1
+                own_tests[path]["agree"] += kind in ("same", "whitespace")
+            if "unexplained" in kind:
+                unexplained.append((path, case, theirs, ours))
+    origins = Counter(c.origin.split(":")[0] for c in td.CASES[name])
+    line = "; ".join(f"{p}: agree {k['same']}, differ {sum(k.values()) - k['same']} ("
+                     + ", ".join(f"{x} {n}" for x, n in sorted(k.items()) if x != "same") + ")"
+                     for p, k in kinds.items())
+    print(f"\n[{name} vs thinkgate_{name}] {len(td.CASES[name])} cases {dict(origins)}: {line}")
+    if own_tests["whole"]["all"]:
+        print(f"[{name}] vLLM's own test inputs, agree (same or whitespace) / all: "
+              + ", ".join(f"{p} {c['agree']}/{c['all']}" for p, c in own_tests.items()))
+    if os.environ.get("THINKGATE_DIFF_VERBOSE"):
+        for path, case, theirs, ours in unexplained:
+            print(f"  {path} {case.origin}: {case.text!r}\n    vLLM {theirs}\n    ours {ours}")
+    assert count_only or not unexplained, "\n".join(f"{p} {c.origin}: {c.text!r}\n  vLLM {t}\n  ours {o}"
+                                      for p, c, t, o in unexplained[:4])
+
+# --- vLLM's own tests (tests/tool_parsers/test_deepseekv3_tool_parser.py, test_deepseekv31_tool_parser.py)
+_DSB, _DSE = "<｜tool▁calls▁begin｜>", "<｜tool▁calls▁end｜>"
+_V3 = "<｜tool▁call▁begin｜>function<｜tool▁sep｜>{}\n```json\n{}\n```<｜tool▁call▁end｜>"
+_V31 = "<｜tool▁call▁begin｜>{}<｜tool▁sep｜>{}<｜tool▁call▁end｜>"
+DEEPSEEK_V3_TESTS = [
+    "How can I help you today? I can check weather for you.",
+    _DSB + _V3.format("get_weather", '{"city": "Tokyo", "unit": "celsius"}') + _DSE,
+    _DSB + _V3.format("get_weather", '{"city": "Tokyo", "unit": "celsius"}')
+    + _V3.format("search_hotels", '{"location": "Tokyo", "check_in": "2025-01-15"}') + _DSE,
+    _DSB + _V3.format("test_function", '{"string_field": "hello", "int_field": 42, "float_field": 3.14, '
+                      '"bool_field": true, "null_field": null, "array_field": ["a", "b", "c"], '
+                      '"object_field": {"nested": "value"}, "empty_array": [], "empty_object": {}}') + _DSE,
+    _DSB + _V3.format("get_current_time", "{}") + _DSE,
+    "Let me check the weather for you." + _DSB + _V3.format("get_weather", '{"city": "Paris"}') + _DSE,
+    _DSB + _V3.format("send_message", '{"text": "He said \\"hello\\"", "path": "C:\\\\Users\\\\file", '
+                      '"newline": "line1\\nline2"}') + _DSE,
+    _DSB + _V3.format("get_weather", '{"city": "Tokyo"') + _DSE,
+    _DSB + "function<｜tool▁sep｜>get_weather\n```json\n{\"city\": \"Tokyo\"}\n```" + _DSE,
+]
+DEEPSEEK_V31_TESTS = [
+    "normal text" + _DSB + _V31.format("foo", '{"x":1}') + _DSE,
+    "some prefix text" + _DSB + _V31.format("foo", '{"x":1}') + _V31.format("bar", '{"y":2}') + _DSE
+    + " some suffix text",
+    "Let me look that up." + _DSB + "get_weather",
+    _DSB + 'foo<｜tool▁sep｜>{"x":1}' + _DSE,
+]
+for _t in DEEPSEEK_V3_TESTS:
+    td.add("deepseek_v3", td.Case(_t, "vllm-test:deepseek_v3"))
+for _t in DEEPSEEK_V31_TESTS:
+    td.add("deepseek_v31", td.Case(_t, "vllm-test:deepseek_v31", request_none=True))
+
+# --- vLLM's own tests (tests/tool_parsers/test_qwen3xml_tool_parser.py, shared with qwen3_coder): their inputs
+_GW = "<tool_call>\n<function=get_weather>\n<parameter=city>{}</parameter>\n</function>\n</tool_call>"
+QWEN3_XML_TESTS = [
+    "This is a regular response without any tool calls.",
+    _GW.format("Tokyo"),
+    _GW.format("Tokyo") + "<tool_call>\n<function=get_time>\n<parameter=timezone>Asia/Tokyo</parameter>\n"
+    "</function>\n</tool_call>",
+    "<tool_call>\n<function=test_function>\n<parameter=string_field>hello</parameter>\n"
+    "<parameter=int_field>42</parameter>\n<parameter=float_field>3.14</parameter>\n"
+    "<parameter=bool_field>true</parameter>\n<parameter=null_field>null</parameter>\n"
+    '<parameter=array_field>["a", "b", "c"]</parameter>\n<parameter=object_field>{"nested": "value"}</parameter>\n'
+    "</function>\n</tool_call>",
+    "<tool_call>\n<function=refresh>\n</function>\n</tool_call>",
+    "Let me check the weather for you.\n\n" + _GW.format("Tokyo") + "\n\nI will get that information.",
+    '<tool_call>\n<function=test_function>\n<parameter=quoted>He said "hello"</parameter>\n'
+    "<parameter=path>C:\\Users\\file.txt</parameter>\n<parameter=newline>line1\nline2</parameter>\n"
+    "</function>\n</tool_call>",
+    "<tool_call><function=func>",
+    "<tool_call><function=></function></tool_call>",
+    _GW.format("Paris") + "\nNext, I will check the weather for London:\n" + _GW.format("London"),
+    _GW.format("Paris") + "\nI hope this helps!",
+    "<tool_call>\n<function=get_weather>\n<parameter=city>\nDallas\n</parameter>\n</function>\n</tool_call>",
+    "<tool_call>\n<function=get_weather>\n<parameter=city>Paris</parameter>\n</function>\n</tool_call>"
+    "<tool_call>\n<function=get_weather>\n<parameter=city>London</parameter>\n</function>\n</tool_call>",
+    "<tool_call><function=get_weather><parameter=city>Tokyo</parameter></function></tool_call>",
+]
+for _name in ("qwen3_xml", "qwen3_coder"):
+    for _t in QWEN3_XML_TESTS:
+        td.add(_name, td.Case(_t, f"vllm-test:{_name}"))
+
+
+def test_declared_tools_only_is_an_option_of_the_plugin(monkeypatch) -> None:
+    """Undeclared tools are read by default (vLLM reads them); THINKGATE_VLLM_DECLARED_TOOLS_ONLY=1 keeps them
+    as content. ``request=None`` and text-only deltas read the same calls as the whole output."""
+    from vllm.tool_parsers import ToolParserManager
+
+    import thinkgate.structured_output.vllm_tool_plugin  # noqa: F401
+
+    tok, v = tokenizer("qwen3_6"), vocab("qwen3_6")
+    case = td.Case('<tool_call>\n{"name": "lookup", "arguments": {"k": 1}}\n</tool_call>', "vllm-test", TOOLS[:1])
+    cls = ToolParserManager.get_tool_parser("thinkgate_hermes")
+    ids = v.encode(case.text)
+    assert td.whole(cls(tok), case).calls == (("lookup", {"k": 1}),)
+    none = td.Case(case.text, "vllm-test", request_none=True)
+    assert td.whole(cls(tok), none).calls == (("lookup", {"k": 1}),)
+    assert td.streamed(cls(tok), none, ids, [v.decode([t]) for t in ids], with_ids=False).calls == \
+        (("lookup", {"k": 1}),)
+    monkeypatch.setenv("THINKGATE_VLLM_DECLARED_TOOLS_ONLY", "1")
+    got = td.whole(cls(tok), case)
+    assert got.calls == () and got.content == case.text
