@@ -187,7 +187,7 @@ def _calls_kind(name: str, theirs: Answer, ours: Answer, case: Case, theirs_whol
         return "unterminated-call"  # the output ends inside a call: vLLM returns it, ours keeps its text
     if len(theirs.calls) > len(ours.calls) and any(not isinstance(a, dict) for _, a in theirs.calls):
         return "arguments-not-an-object"
-    if not theirs.calls and ours.calls and kind in ("no-newlines", "undeclared", "whitespace"):
+    if not theirs.calls and ours.calls and kind in ("no-newlines", "undeclared", "whitespace", "after"):
         return "vllm-misses-calls"
     diff = [(t, o) for t, o in zip(theirs.calls, ours.calls) if t != o]
     if len(theirs.calls) == len(ours.calls) and diff and all(tn == on for (tn, _), (on, _) in diff):
