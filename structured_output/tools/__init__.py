@@ -12,7 +12,9 @@ callers without ids) trusts the text, so marker text in free text reads as a cal
 
 Formats (``list_tool_formats()``): hermes (qwen3), qwen3_coder, qwen3_5, qwen3_6 (qwen3_xml), llama3_json, mistral,
 deepseek_v3, deepseek_v31, deepseek_v32, deepseek_v4, kimi_k2, glm47, minimax_m2, gemma4, openai
-(harmony), json (no model syntax: a JSON array of calls). Each is one declarative definition from which
+(harmony), json (no model syntax: a JSON array of calls); the pythonic group: pythonic, llama4_pythonic,
+olmo3, lfm2 (Python call syntax, ``pythonic.py``), functiongemma, apertus, gigachat3 (two generations'
+syntaxes, ``alternatives.py``), llama4_json (an alias of llama3_json). Each is one declarative definition from which
 both its constraint and its reader are built: the table is ``formats.py``, the machinery that builds
 them ``engine.py``; harmony (``harmony.py``) and json (``json_calls.py``) are classes of their own.
 """
