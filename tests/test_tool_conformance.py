@@ -242,10 +242,10 @@ CANNOT_EXPRESS: list[Rule] = [
          "call with keyword arguments (the request is a ValueError that says so)"),
     Rule(("llama4_pythonic",), examples_where(_string_holding('"\\\n\r')),
          'the template writes a string value between double quotes as it is: one holding ", \\ or a line break is '
-         "no Python literal"),
+         "then no Python literal (the renderer writes that text; no reader reads it as the value)"),
     Rule(("olmo3",), examples_where(_string_holding("'\\\n\r")),
          "the template writes a string value between single quotes as it is: one holding ', \\ or a line break is "
-         "no Python literal"),
+         "then no Python literal (the renderer writes that text; no reader reads it as the value)"),
 ]
 """Cases not run, with the reason. Not here, because a reader has the schema: typed string values that
 read as other JSON types (``"null"``, ``"1.5e3"``, written raw by the XML templates). Llama 3.1's and

@@ -8,7 +8,9 @@
   ``ValueError`` when the vocabulary has the markers of none;
 - the reader reads with each alternative in order and returns the first result that has calls (all
   content when none reads a call): one output is written in one generation's syntax;
-- the streaming reader holds the output and reads it whole at the end.
+- the streaming reader: for an output written under this format's constraint (``stream_arguments``), the
+  constrained alternative's own stream (calls go out as they are written); otherwise the output is held
+  and read whole at the end (either syntax may come).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from .marked import MarkedText
 from .policy import CallPolicy
 from .request import ToolRequest
 from .results import ToolCallsResult
+from .stream import HeldStream, ToolStream
 
 __all__ = ["AlternativeFormats"]
 
@@ -63,6 +66,12 @@ class AlternativeFormats(ToolFormat):
     def structural_tag(self, request: ToolRequest, *, vocabulary: Vocabulary | None = None,
                        max_whitespace: int | None = DEFAULT_TOOL_MAX_WHITESPACE) -> dict[str, Any] | None:
         return self._for(vocabulary).structural_tag(request, vocabulary=vocabulary, max_whitespace=max_whitespace)
+
+    def new_stream(self, request: ToolRequest, policy: CallPolicy, vocabulary: Vocabulary, *,
+                   stream_arguments: bool = False) -> ToolStream:
+        if stream_arguments:
+            return self._for(vocabulary).new_stream(request, policy, vocabulary, stream_arguments=True)
+        return HeldStream(self, request, policy, vocabulary)
 
     def read_marked(self, src: MarkedText, request: ToolRequest, policy: CallPolicy | None = None) -> ToolCallsResult:
         policy = policy or CallPolicy(request)
