@@ -31,8 +31,8 @@ def fn(name: str, props: dict[str, Any] | None = None, required: tuple[str, ...]
     return {"type": "function", "function": {"name": name, "parameters": params}}
 
 
-WEATHER = fn("get_weather", {"city": {"type": "string"}, "metric": {"type": "string", "enum": ["celsius", "fahrenheit"]}},
-             ("city",))
+WEATHER = fn("get_weather", {"city": {"type": "string"},
+                             "metric": {"type": "string", "enum": ["celsius", "fahrenheit"]}}, ("city",))
 REGISTER = fn("register_user", {"name": {"type": "string"}, "age": {"type": "integer"},
                                 "address": {"type": "object", "properties": {"city": {"type": "string"},
                                                                             "state": {"type": "string"}}},
@@ -42,7 +42,8 @@ NOARGS = fn("get_time")
 TOOLS = [WEATHER, REGISTER, NOARGS]
 
 
-def calls_of(fmt: str, text: str, tools=TOOLS, choice: Any = "auto", **kw: Any) -> tuple[str | None, list[tuple[str, Any]]]:
+def calls_of(fmt: str, text: str, tools=TOOLS, choice: Any = "auto",
+             **kw: Any) -> tuple[str | None, list[tuple[str, Any]]]:
     got = get_tool_reader(fmt, tools, choice, **kw).read(text)
     return got.content, [(c.name, json.loads(c.arguments)) for c in got.calls]
 
@@ -142,7 +143,8 @@ def test_functiongemma_apertus_gigachat3_read_their_syntax() -> None:
                                      "metric:<escape>celsius<escape>}<end_function_call>") == (
         None, [("get_weather", {"city": "Paris, FR", "metric": "celsius"})])
     assert calls_of("apertus", 'Let me see. <|tools_prefix|>[{"get_weather": {"city": "Paris"}}, {"get_time": {}}]'
-                               "<|tools_suffix|>") == ("Let me see.", [("get_weather", {"city": "Paris"}), ("get_time", {})])
+                               "<|tools_suffix|>") == (
+        "Let me see.", [("get_weather", {"city": "Paris"}), ("get_time", {})])
     body = json.dumps({"name": "get_weather", "arguments": {"city": "Paris"}})
     for text in ("I'll check that for you.<|message_sep|>\n\nfunction call<|role_sep|>\n" + body,
                  "I'll check that for you.<|function_call|>" + body):

@@ -3,7 +3,8 @@
 One :class:`PythonicFormat` per family, defined by the text around its calls and how it writes values
 (``py_values.py``)::
 
-    block        the text around a turn's calls     pythonic '[' ... ']'; LFM2 '<|tool_call_start|>[' ... ']<|tool_call_end|>';
+    block        the text around a turn's calls     pythonic '[' ... ']';
+                                                    LFM2 '<|tool_call_start|>[' ... ']<|tool_call_end|>';
                                                     Olmo 3 '<function_calls>\\n' ... '\\n</function_calls>'
     call_sep     between two calls                  ', ' (a Python list); Olmo 3 '\\n' (one call a line)
     values       "python" | "olmo"                  (py_values.py)
@@ -55,7 +56,11 @@ _DOTTED = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*")
 Span = tuple[int, int]
 
 
-def parse_calls(text: str, pieces: Sequence[Span], sep: str = "", bracket: bool = False) -> list[tuple[str, str, Span]] | None:
+Read = list[tuple[str, str, Span]]
+"""Calls read from a text: (name, arguments JSON text, the call's span in the text)."""
+
+
+def parse_calls(text: str, pieces: Sequence[Span], sep: str = "", bracket: bool = False) -> Read | None:
     """The calls of the Python list ``"[" * bracket + sep.join(text[a:b] for a, b in pieces) + "]" * bracket``,
     each as (name, arguments JSON text, its span in ``text``), or None when that is not a non-empty list of
     calls with literal keyword arguments. Never raises on model output."""
