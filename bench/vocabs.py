@@ -67,6 +67,18 @@ SYNTHETIC_FAMILIES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
                 "<|SYSTEM_TOKEN|>", "<|START_THINKING|>", "<|END_THINKING|>", "<|START_ACTION|>", "<|END_ACTION|>",
                 "<|START_RESPONSE|>", "<|END_RESPONSE|>", "<|START_TEXT|>", "<|END_TEXT|>"),
                ("<|END_OF_TURN_TOKEN|>",)),
+    # -- pythonic group (Llama 4, LFM2, FunctionGemma, GigaChat3, Apertus)
+    "llama4": (("<|begin_of_text|>", "<|header_start|>", "<|header_end|>", "<|eot|>", "<|eom|>", "<|python_start|>",
+                "<|python_end|>"), ("<|eot|>", "<|eom|>")),
+    "lfm2": (("<|startoftext|>", "<|tool_list_start|>", "<|tool_list_end|>", "<|tool_call_start|>", "<|tool_call_end|>",
+              "<|tool_response_start|>", "<|tool_response_end|>"), ("<|im_end|>",)),
+    "functiongemma": (("<start_of_turn>", "<end_of_turn>", "<start_function_declaration>", "<end_function_declaration>",
+                       "<start_function_call>", "<end_function_call>", "<start_function_response>",
+                       "<end_function_response>", "<escape>"), ("<end_of_turn>", "<start_function_response>")),
+    "gigachat": (("<|message_sep|>", "<|role_sep|>", "<|function_call|>", "</s>"), ("</s>",)),
+    "apertus": (("<|system_start|>", "<|system_end|>", "<|developer_start|>", "<|developer_end|>", "<|user_start|>",
+                 "<|user_end|>", "<|assistant_start|>", "<|assistant_end|>", "<|inner_prefix|>", "<|inner_suffix|>",
+                 "<|tools_prefix|>", "<|tools_suffix|>"), ("<|assistant_end|>",)),
 }
 
 FORMAT_VOCABULARY: dict[str, str] = {
@@ -82,6 +94,8 @@ FORMAT_VOCABULARY: dict[str, str] = {
     # -- xml_b (ripple's markers are plain text: DeepSeek V4's table has no <tool_call> token)
     "deepseek_v41": "deepseek_v4", "dots": "dots", "ripple": "deepseek_v4", "plamo3": "plamo",
     "k2_horizon": "ifm", "cohere_command3": "cohere",
+    "pythonic": "llama", "llama4_pythonic": "llama4", "olmo3": "qwen3_6", "lfm2": "lfm2", "functiongemma": "functiongemma",
+    "gigachat3": "gigachat", "apertus": "apertus",
 }
 """Format -> the vocabulary its tests and benchmarks use (a real name or a synthetic family)."""
 

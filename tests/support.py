@@ -195,6 +195,24 @@ def _gemma(v: Any) -> str:
     return json.dumps(v)
 
 
+def _py_kwargs(args: dict[str, Any], *, olmo: bool = False) -> str:
+    """Keyword arguments as Python literals (``repr``); ``olmo``: Olmo 3's template (strings in single
+    quotes, ``true`` / ``false`` / ``null``, other values with ``tojson``)."""
+    def lit(v: Any) -> str:
+        if olmo and not isinstance(v, str):
+            return json.dumps(v, ensure_ascii=False)
+        if isinstance(v, dict):
+            return "{" + ", ".join(f"{k!r}: {lit(x)}" for k, x in v.items()) + "}"
+        if isinstance(v, list):
+            return "[" + ", ".join(lit(x) for x in v) + "]"
+        return json.dumps(v) if isinstance(v, float) else repr(v)
+    return ", ".join(f"{k}={lit(v)}" for k, v in args.items())
+
+
+def _gemma_escape(v: Any) -> str:
+    return _gemma(v).replace('<|"|>', "<escape>")
+
+
 def _j(args: dict[str, Any]) -> str:
     return json.dumps(args, ensure_ascii=False)
 
@@ -354,6 +372,23 @@ FAMILIES: dict[str, Family] = {f.fmt: f for f in [
            "<|START_THINKING|>I should call a tool.<|END_THINKING|>",
            lambda n, a, i: f'{{"tool_call_id": "{i}", "tool_name": "{n}", "parameters": {_j(a)}}}',
            section=("<|START_ACTION|>[\n    ", "\n]<|END_ACTION|>"), sep=",\n    "),
+    # -- the pythonic group
+    Family("pythonic", "llama", None, "<|start_header_id|>assistant<|end_header_id|>\n\n", "",
+           lambda n, a, i: f"{n}({_py_kwargs(a)})", section=("[", "]"), sep=", "),
+    Family("llama4_pythonic", "llama4", None, "<|header_start|>assistant<|header_end|>\n\n", "",
+           lambda n, a, i: f"{n}({_py_kwargs(a)})", section=("[", "]"), sep=", "),
+    Family("olmo3", "qwen3_6", None, "<|im_start|>assistant\n", "",
+           lambda n, a, i: f"{n}({_py_kwargs(a, olmo=True)})", section=("<function_calls>\n", "\n</function_calls>"),
+           sep="\n"),
+    Family("lfm2", "lfm2", None, "<|im_start|>assistant\n", "",
+           lambda n, a, i: f"{n}({_py_kwargs(a)})", section=("<|tool_call_start|>[", "]<|tool_call_end|>"), sep=", "),
+    Family("functiongemma", "functiongemma", None, "<start_of_turn>model\n", "",
+           lambda n, a, i: f"<start_function_call>call:{n}{_gemma_escape(a)}<end_function_call>",
+           xml=("{location:<escape>", "<escape>")),
+    Family("gigachat3", "gigachat", None, "assistant<|role_sep|>\n", "",
+           lambda n, a, i: '<|function_call|>{"name": "' + n + '", "arguments": ' + _j(a) + "}"),
+    Family("apertus", "apertus", None, "<|assistant_start|>", "",
+           lambda n, a, i: f'{{"{n}": {_j(a)}}}', section=("<|tools_prefix|>[", "]<|tools_suffix|>"), sep=", "),
 ]}
 FORMATS = list(FAMILIES)
 

@@ -534,6 +534,110 @@ def _cohere_command(calls: Sequence[Call], content: str) -> str:
     body = ",\n    ".join('{"tool_call_id": "' + str(i) + '", "tool_name": "' + n + '", "parameters": ' + tojson(a) + "}"
                           for i, (n, a) in enumerate(calls))
     return "<|START_ACTION|>[\n    " + body + "\n]<|END_ACTION|>"
+# the pythonic group: Llama 3.2 / Llama 4 pythonic, Olmo 3, LFM2, FunctionGemma, GigaChat 3, Apertus
+
+
+def _py_literal(v: Any) -> str:
+    # Python's repr at every level (a float as JSON writes it: repr's 1e-07 is 1e-07 in both)
+    if isinstance(v, dict):
+        return "{" + ", ".join(f"{k!r}: {_py_literal(x)}" for k, x in v.items()) + "}"
+    if isinstance(v, list):
+        return "[" + ", ".join(_py_literal(x) for x in v) + "]"
+    if isinstance(v, float):
+        return json.dumps(v)
+    return repr(v)
+
+
+def _pythonic(calls: Sequence[Call], content: str) -> str:
+    # Llama 3.2 pythonic template's instruction: 'Respond in the format [func_name1(params_name1=params_value1,
+    # params_name2=params_value2...), func_name2(params)]', values as Python literals (vLLM's
+    # tests/tool_parsers/test_pythonic_tool_parser.py). The template's own replay of a past call writes
+    # '"%s" | format(value)', a string unquoted (city=Paris), which no pythonic parser reads: not rendered.
+    if content:
+        raise ValueError("a pythonic call list is the whole output (vLLM reads it only then)")
+    return "[" + ", ".join(n + "(" + ", ".join(f"{k}={_py_literal(v)}" for k, v in a.items()) + ")"
+                           for n, a in calls) + "]"
+
+
+def _llama4_pythonic(calls: Sequence[Call], content: str) -> str:
+    # Llama 4 pythonic template: '[' + name + '(' + param + '="' + ("%s" | format(value)) + '"' joined ', ' + ')'
+    # joined ', ' + ']'; its system prompt: 'Use exact format: [func_name1(param1=value1, param2=value2), ...]'
+    # with get_weather(location="Vancouver"). A string is written in double quotes as it is; a value the
+    # template would quote into a string ("%s" of 3 is "3") is written as the Python literal its prompt asks for.
+    if content:
+        raise ValueError("Llama 4's pythonic calls are the whole output")
+    def value(v: Any) -> str:
+        # as it is, also where the text is then no Python literal (a '"' in it): conformance skips those
+        return '"' + v + '"' if isinstance(v, str) else _py_literal(v)
+    return "[" + ", ".join(n + "(" + ", ".join(f"{k}={value(v)}" for k, v in a.items()) + ")" for n, a in calls) + "]"
+
+
+def _olmo3(calls: Sequence[Call], content: str) -> str:
+    # vllm-project/vllm examples/tool_chat_template_olmo3.jinja: '<function_calls>\n' + per call name + '(' +
+    # key + '=' + ("'" + value + "'" | 'null' | 'true' | 'false' | value | tojson) joined ', ' + ')' joined '\n'
+    # + '\n</function_calls>'; a tool-call turn writes no content
+    if content:
+        raise ValueError("Olmo 3's template writes a tool-call turn without its content")
+    def value(v: Any) -> str:
+        if isinstance(v, str):
+            return "'" + v + "'"  # as it is, also where the text is then no Python literal (a "'" in it)
+        if v is None:
+            return "null"
+        if isinstance(v, bool):
+            return "true" if v else "false"
+        return tojson(v)
+    return "<function_calls>\n" + "\n".join(n + "(" + ", ".join(f"{k}={value(v)}" for k, v in a.items()) + ")"
+                                            for n, a in calls) + "\n</function_calls>"
+
+
+def _lfm2(calls: Sequence[Call], content: str) -> str:
+    # LiquidAI LFM2.5-1.2B-Instruct chat template (the assistant's text as it is) and its documented tool call:
+    # '<|tool_call_start|>[get_candidate_status(candidate_id="12345")]<|tool_call_end|>' + the content after it;
+    # strings in double quotes (JSON's escapes, which Python reads alike), other values as Python literals
+    def value(v: Any) -> str:
+        return tojson(v) if isinstance(v, str) else _py_literal(v)
+    return "<|tool_call_start|>[" + ", ".join(n + "(" + ", ".join(f"{k}={value(v)}" for k, v in a.items()) + ")"
+                                              for n, a in calls) + "]<|tool_call_end|>" + content
+
+
+def _functiongemma_argument(v: Any) -> str:
+    # as Gemma 4's format_argument with '<escape>' for the string delimiter: vLLM's functiongemma parser
+    # ('The chat template writes strings as <escape>text<escape> and everything else bare: true/false,
+    # numbers, [item,...] and {key:value,...} with bare keys')
+    if isinstance(v, str):
+        return "<escape>" + v + "<escape>"
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, dict):
+        return "{" + ",".join(f"{k}:{_functiongemma_argument(x)}" for k, x in _dictsort(v)) + "}"
+    if isinstance(v, list):
+        return "[" + ",".join(_functiongemma_argument(x) for x in v) + "]"
+    return "null" if v is None else jinja_str(v)
+
+
+def _functiongemma(calls: Sequence[Call], content: str) -> str:
+    # FunctionGemma template: '<start_function_call>call:' + name + '{' + key + ':' + value for key, value in
+    # arguments | dictsort, joined ',' + '}<end_function_call>'
+    out = "".join("<start_function_call>call:" + n + "{" + ",".join(f"{k}:{_functiongemma_argument(v)}"
+                                                                     for k, v in _dictsort(a)) + "}<end_function_call>"
+                  for n, a in calls)
+    return content + out
+
+
+def _gigachat3(calls: Sequence[Call], content: str) -> str:
+    # GigaChat 3.1: '<|function_call|>' + {"name": ..., "arguments": {...}} (json.dumps), one call per turn
+    # (vllm-project/vllm tests/tool_parsers/test_gigachat3_tool_parser.py, TOOL_HEADER_GIGACHAT31)
+    if len(calls) != 1:
+        raise ValueError("GigaChat writes one function call per turn")
+    name, args = calls[0]
+    return content + "<|function_call|>" + tojson({"name": name, "arguments": args})
+
+
+def _apertus(calls: Sequence[Call], content: str) -> str:
+    # vllm-project/vllm examples/tool_chat_template_apertus.jinja: '<|tools_prefix|>' + '[' + '{"' + name + '": '
+    # + arguments (the caller's JSON text) + '}' joined ', ' + ']' + '<|tools_suffix|>', after the content
+    return content + "<|tools_prefix|>[" + ", ".join('{"' + n + '": ' + tojson(a) + "}" for n, a in calls) + \
+        "]<|tools_suffix|>"
 
 
 # --------------------------------------------------------------------------------------------------
@@ -630,6 +734,19 @@ RENDERERS: dict[str, Renderer] = {r.name: r for r in [
              "tests/tool_parsers/test_k2_horizon_tool_parser.py (_group, _xml_call)", _k2_horizon),
     Renderer("cohere_command3", "cohere_command3", "cohere_melody 0.15.3 (PyPI) render_cmd3 / render_cmd4, the "
              "renderers of vLLM's cohere_command3 / cohere_command4 presets", _cohere_command),
+    # -- the pythonic group
+    Renderer("pythonic", "pythonic", _HF + "meta-llama/Llama-3.2-3B-Instruct; vllm-project/vllm "
+             "examples/tool_chat_template_llama3.2_pythonic.jinja (its instruction); vLLM's pythonic tests", _pythonic,
+             notes="Python literals (repr); the template's replay writes strings unquoted, which nothing reads"),
+    Renderer("llama4_pythonic", "llama4_pythonic", "vllm-project/vllm examples/tool_chat_template_llama4_pythonic.jinja",
+             _llama4_pythonic, notes='strings in double quotes as written; non-strings as Python literals'),
+    Renderer("olmo3", "olmo3", "vllm-project/vllm examples/tool_chat_template_olmo3.jinja", _olmo3),
+    Renderer("lfm2", "lfm2", _HF + "LiquidAI/LFM2.5-1.2B-Instruct (chat template and its tool-use example)", _lfm2),
+    Renderer("functiongemma", "functiongemma", _HF + "google/functiongemma-270m-it chat template (call:NAME{...}, "
+             "dictsort, <escape>); vLLM's functiongemma parser docstring", _functiongemma),
+    Renderer("gigachat3", "gigachat3", "vllm-project/vllm tests/tool_parsers/test_gigachat3_tool_parser.py "
+             "(GigaChat 3.1 output)", _gigachat3, parallel=False),
+    Renderer("apertus", "apertus", "vllm-project/vllm examples/tool_chat_template_apertus.jinja", _apertus),
 ]}
 
 

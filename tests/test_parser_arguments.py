@@ -40,7 +40,10 @@ from thinkgate.structured_output.tools import MarkedDecoder, get_tool_reader
 
 # formats whose arguments stream before the call ends (all; Gemma 4's for tools whose objects declare their
 # keys, as the corpus' get_weather and translate)
-STREAMS_ARGUMENTS = set(RENDERERS)
+HOLDS_CALLS = {"pythonic", "llama4_pythonic", "olmo3", "lfm2"}
+"""Renderers whose format's stream holds a call list until it is read whole (``pythonic.py``: a Python call
+expression is decided when its list closes); their calls go out at the end, not as they are written."""
+STREAMS_ARGUMENTS = set(RENDERERS) - HOLDS_CALLS
 
 
 def constrained_request(renderer: str, reasoning: str | None, **kw: Any) -> RequestParser:
@@ -184,6 +187,8 @@ def test_the_name_and_argument_text_arrive_before_the_call_ends(renderer: str, r
     """One token per delta: each call's first delta comes before the delta whose ids complete the call
     (the whole parse of the output so far first holds it there); where arguments stream, a long string
     argument goes out in several fragments before then, and the fragments join to the whole arguments."""
+    if renderer in HOLDS_CALLS:
+        pytest.skip("this format's stream holds its calls until they are read whole (HOLDS_CALLS)")
     r = RENDERERS[renderer]
     calls = [("translate", {"text": LONG, "source_lang": LONG, "target_lang": "de"})]
     if r.parallel:

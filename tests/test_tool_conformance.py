@@ -204,10 +204,29 @@ TOP_LEVEL_CONTAINER = examples_where(_typed_container)
 NAMES_OUTSIDE_XML = examples_where(_names_outside(r"[A-Za-z_][A-Za-z0-9_.\-]*"))
 NAMES_OUTSIDE_IDENTIFIERS = examples_where(_names_outside(r"[A-Za-z_][A-Za-z0-9_]*"))
 
+def _not_python_names(tool: str, ex: dict[str, Any]) -> bool:
+    """The tool's name is no (dotted) Python name, or a property's name no Python identifier (a keyword)."""
+    import keyword
+    import unicodedata
+
+    def ok(n: str) -> bool:
+        return n.isidentifier() and not keyword.iskeyword(n) and unicodedata.normalize("NFKC", n) == n
+    return not all(ok(p) for p in tool.split(".")) or not all(ok(k) for k in _params(tool).get("properties", {}))
+
+
+def _string_holding(chars: str):
+    """A string argument (at the top level) holding one of ``chars``."""
+    return lambda tool, ex: any(isinstance(v, str) and any(c in v for c in chars) for v in ex.values())
+
+
+NOT_PYTHON_NAMES = examples_where(_not_python_names)
+PYTHONIC = ("pythonic", "llama4_pythonic", "olmo3", "lfm2")
+
 XML = ("qwen3_coder", "qwen3_5", "qwen3_6", "glm45", "glm47", "minimax_m2")
 DSML = ("deepseek_v32", "deepseek_v4")
 QWEN_TABLE = ("hermes", "qwen3_coder", "qwen3_5", "qwen3_6", "llama3_json", "kimi_k2", "glm45", "glm47", "minimax_m2", "gemma4",
-              "openai", "gpt_oss_template", "phi4_mini_json", "xlam", "jamba", "granite", "granite_20b_fc", "internlm")
+              "openai", "gpt_oss_template", "phi4_mini_json", "xlam", "jamba", "granite", "granite_20b_fc", "internlm",
+              *PYTHONIC, "functiongemma", "gigachat3", "apertus")
 CONSTRAINED = ("required", "named", "strict")
 
 CANNOT_EXPRESS: list[Rule] = [
@@ -231,6 +250,15 @@ CANNOT_EXPRESS: list[Rule] = [
          "writes unescaped"),
     Rule(("dots", "plamo3", "k2_horizon", "cohere_command3"), ("create_issue#0",), "as the Qwen table: the synthetic vocabulary is Qwen3.6's, where "
          "'<tool_call>' is a control token, and control tokens never appear inside arguments"),
+    Rule(PYTHONIC, NOT_PYTHON_NAMES,
+         "a tool name that is no Python name, or a property name that is no Python identifier, cannot be written as a "
+         "call with keyword arguments (the request is a ValueError that says so)"),
+    Rule(("llama4_pythonic",), examples_where(_string_holding('"\\\n\r')),
+         'the template writes a string value between double quotes as it is: one holding ", \\ or a line break is '
+         "then no Python literal (the renderer writes that text; no reader reads it as the value)"),
+    Rule(("olmo3",), examples_where(_string_holding("'\\\n\r")),
+         "the template writes a string value between single quotes as it is: one holding ', \\ or a line break is "
+         "then no Python literal (the renderer writes that text; no reader reads it as the value)"),
 ]
 """Cases not run, with the reason. Not here, because a reader has the schema: typed string values that
 read as other JSON types (``"null"``, ``"1.5e3"``, written raw by the XML templates). Llama 3.1's and

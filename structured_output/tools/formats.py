@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import threading
 
+from .alternatives import AlternativeFormats
 from .args import GemmaArgs, JsonArgs, XmlArgs
 from .call_ids import WrittenCallId, mistral_call_id
 from .dsml import DsmlArgs
@@ -16,6 +17,7 @@ from .engine import CallFormat, ToolFormat
 from .harmony import HarmonyFormat
 from .json_calls import JsonCallsFormat
 from .marked_json import MarkedJsonFormat
+from .pythonic import PythonicFormat
 from .xml_values import ValueStyle
 
 __all__ = ["register_tool_format", "get_tool_format", "list_tool_formats"]
@@ -85,7 +87,7 @@ register_tool_format(_qwen_xml("qwen3_5", ("qwen3.5",), "Qwen3.5", "py_scalars")
 register_tool_format(_qwen_xml("qwen3_6", ("qwen3.6", "qwen3_xml"), "Qwen3.6", "json"))
 
 register_tool_format(CallFormat(
-    name="llama3_json", aliases=("llama3", "llama"),
+    name="llama3_json", aliases=("llama3", "llama", "llama4_json"),
     description='Llama 3.x JSON calls: {"name": ..., "parameters": {...}} separated by "; "',
     markers=("<|python_tag|>", "<|eom_id|>", "<|eot_id|>", "<|start_header_id|>", "<|end_header_id|>"),
     call_begin='{"name": "{name}", "parameters": ', args=JsonArgs(), call_end="}", call_sep="; ",
@@ -366,3 +368,54 @@ register_tool_format(CallFormat(
     section=("<|START_ACTION|>[\n    ", "\n]<|END_ACTION|>"),
     call_begin='{"tool_call_id": "{index}", "tool_name": "{name}", "parameters": ', args=JsonArgs(), call_end="}",
     call_sep=",\n    ", call_ids=WrittenCallId('{"tool_call_id": "', '"')))
+# -- pythonic --------------------------------------------------------------------------------------
+# llama4_json (above, an alias of llama3_json): vLLM 0.34 serves it with llama3_json's parser module, and
+# Llama 4's JSON template writes the same {"name": ..., "parameters": ...} objects (no marker in the syntax).
+
+_LLAMA3 = ("<|begin_of_text|>", "<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>", "<|eom_id|>",
+           "<|python_tag|>")
+_LLAMA4 = ("<|begin_of_text|>", "<|header_start|>", "<|header_end|>", "<|eot|>", "<|eom|>", "<|python_start|>",
+           "<|python_end|>")
+
+register_tool_format(PythonicFormat(
+    name="pythonic", description="Llama 3.2 pythonic: the whole output is [f(a='x', b=1), g()]", markers=_LLAMA3))
+
+register_tool_format(PythonicFormat(
+    name="llama4_pythonic", wrapper=("<|python_start|>", "<|python_end|>"), markers=_LLAMA4,
+    description="Llama 4 pythonic: [f(a=\"x\"), g()] as the whole output (reader: also in <|python_start|>)"))
+
+register_tool_format(PythonicFormat(
+    name="olmo3", block=("<function_calls>\n", "\n</function_calls>"), call_sep="\n", values="olmo",
+    whole=False, bare_lines=True, markers=("<|im_start|>", "<|im_end|>"),  # the tags are text (the template's prompt)
+    description="Olmo 3: <function_calls>\\nf(a='x', b=true)\\ng()\\n</function_calls>, one call a line"))
+
+register_tool_format(PythonicFormat(
+    name="lfm2", block=("<|tool_call_start|>[", "]<|tool_call_end|>"), whole=False,
+    markers=("<|tool_call_start|>", "<|tool_call_end|>", "<|im_end|>"),
+    description="LFM2 / LFM2.5: <|tool_call_start|>[f(a=\"x\")]<|tool_call_end|> in the text"))
+
+register_tool_format(CallFormat(
+    name="functiongemma", description="FunctionGemma: <start_function_call>call:NAME{key:<escape>v<escape>}"
+                                      "<end_function_call>",
+    markers=("<start_function_call>", "<end_function_call>", "<escape>", "<start_function_response>",
+             "<start_of_turn>", "<end_of_turn>"),
+    call_begin="<start_function_call>call:{name}", args=GemmaArgs(quote="<escape>"), call_end="<end_function_call>"))
+
+register_tool_format(CallFormat(
+    name="apertus", description='Apertus: <|tools_prefix|>[{"NAME": {...}}, ...]<|tools_suffix|>',
+    markers=("<|tools_prefix|>", "<|tools_suffix|>", "<|inner_prefix|>", "<|inner_suffix|>", "<|assistant_end|>"),
+    section=("<|tools_prefix|>[", "]<|tools_suffix|>"), call_begin='{"{name}": ', args=JsonArgs(), call_end="}",
+    call_sep=", "))
+
+# GigaChat 3.1 writes <|function_call|>{json}, GigaChat 3 a new "function call" message after <|message_sep|>;
+# vLLM's gigachat3 reads both (tests/tool_parsers/test_gigachat3_tool_parser.py), one call per turn
+_GIGACHAT = ("<|message_sep|>", "<|role_sep|>", "<|function_call|>", "</s>")
+register_tool_format(AlternativeFormats(
+    name="gigachat3", description='GigaChat 3 / 3.1: <|function_call|>{"name": ..., "arguments": {...}} '
+                                  '(3: <|message_sep|>\\n\\nfunction call<|role_sep|>\\n{...})',
+    alternatives=(
+        CallFormat(name="gigachat3_1", markers=_GIGACHAT,
+                   call_begin='<|function_call|>{"name": "{name}", "arguments": ', args=JsonArgs(), call_end="}"),
+        CallFormat(name="gigachat3_0", markers=_GIGACHAT,
+                   call_begin='<|message_sep|>\n\nfunction call<|role_sep|>\n{"name": "{name}", "arguments": ',
+                   args=JsonArgs(), call_end="}"))))

@@ -193,7 +193,7 @@ def _calls_kind(name: str, theirs: Answer, ours: Answer, case: Case, theirs_whol
         return "unterminated-call"  # the output ends inside a call: vLLM returns it, ours keeps its text
     if len(theirs.calls) > len(ours.calls) and any(not isinstance(a, dict) for _, a in theirs.calls):
         return "arguments-not-an-object"
-    if not theirs.calls and ours.calls and kind in ("no-newlines", "undeclared", "whitespace"):
+    if not theirs.calls and ours.calls and kind in ("no-newlines", "undeclared", "whitespace", "after"):
         return "vllm-misses-calls"
     if not theirs.calls and ours.calls and any("]" in a for a in ours.raw_args):
         return "vllm-cuts-at-bracket"  # a list read up to the first "]", one inside the arguments
