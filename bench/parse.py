@@ -106,6 +106,29 @@ CASES: dict[str, tuple[str | None, str, str, str]] = {
               '<steptml:parameter name="location">Paris</steptml:parameter>\n</steptml:invoke><｜tool_call_end｜>\n'
               "<｜tool_calls_end｜>"),
     "minicpm5": ("qwen3", *_QWEN, '<function name="get_weather"><param name="location">Paris</param></function>'),
+    # -- pythonic group and xml_b (no reasoning parser where the family has none in thinkgate)
+    "pythonic": (None, _CHATML, "", "[get_weather(location='Paris')]"),
+    "llama4_pythonic": (None, _CHATML, "", "[get_weather(location='Paris')]"),
+    "olmo3": (None, _CHATML, "", "<function_calls>\nget_weather(location='Paris')\n</function_calls>"),
+    "lfm2": (None, _CHATML, "", '<|tool_call_start|>[get_weather(location="Paris")]<|tool_call_end|>'),
+    "functiongemma": (None, _CHATML, "", "<start_function_call>call:get_weather{location:<escape>Paris<escape>}"
+                      "<end_function_call>"),
+    "gigachat3": (None, _CHATML, "", f'<|function_call|>{{"name": "get_weather", "arguments": {_ARGS}}}'),
+    "apertus": (None, _CHATML, "", f'<|tools_prefix|>[{{"get_weather": {_ARGS}}}]<|tools_suffix|>'),
+    "ripple": ("qwen3", *_QWEN, f'<tool_call>\n{{"name": "get_weather", "arguments": {_ARGS}}}\n</tool_call>'),
+    "dots": ("qwen3", *_QWEN, '<dots_function_call>\n<invoke name="get_weather">\n<parameter name="location">Paris'
+             '</parameter>\n</invoke>\n</dots_function_call>'),
+    "k2_horizon": ("qwen3", *_QWEN, "<ifm|tool_calls><ifm|tool_call>get_weather<ifm|arg_key>location</ifm|arg_key>"
+                   "<ifm|arg_value>Paris</ifm|arg_value></ifm|tool_call></ifm|tool_calls>"),
+
+    "cohere_command3": (None, _CHATML, "", '<|START_ACTION|>[\n    {"tool_call_id": "0", "tool_name": "get_weather", '
+                        f'"parameters": {_ARGS}}}\n]<|END_ACTION|>'),
+    "deepseek_v41": ("deepseek_v4", *_DS, '<｜DSML｜ calls>\n<｜DSML｜ invoke name="get_weather">\n<｜DSML｜ parameter '
+                     'name="location" string="true">Paris</｜DSML｜ parameter>\n</｜DSML｜ invoke>\n</｜DSML｜ calls>'),
+    "plamo3": (None, _CHATML, "", "<|plamo:begin_tool_requests:plamo|><|plamo:begin_tool_request:plamo|>"
+               "<|plamo:begin_tool_name:plamo|>get_weather<|plamo:end_tool_name:plamo|>"
+               "<|plamo:begin_tool_arguments:plamo|><|plamo:constrain|>json<|plamo:msg|>" + _ARGS +
+               "<|plamo:end_tool_arguments:plamo|><|plamo:end_tool_request:plamo|><|plamo:end_tool_requests:plamo|>"),
 }
 LIST_OUTPUT = ("json", "xlam")
 """Formats whose output is one JSON list of calls: the bench fills it with calls, not content."""

@@ -292,7 +292,11 @@ def test_call_that_ends_the_thinking_implicitly(fmt: str) -> None:
     fam = FAMILIES[fmt]
     c, tools, choice = constraint(fmt, "required")
     names = window(fmt)
-    calls = [(names[1], example_for(fam, names[1]))]
+    # a call whose example spells none of the vocabulary's control tokens (the corpus window moves as
+    # formats are added; a value holding a control token is what the grammar never writes)
+    specials = [m for m in vocab(fam.vocab).special_tokens if len(m) > 1]
+    name = next(n for n in names[1:] + names[:1] if not any(m in str(example_for(fam, n)) for m in specials))
+    calls = [(name, example_for(fam, name))]
     block = fam.block(calls)
     finish(fam, c, IMPLICIT[fmt] + block)
     content = block.split("<｜DSML｜", 1)[1] if "DSML" in block else block
