@@ -98,4 +98,4 @@ def test_running_from_the_root_does_not_shadow_engine_packages():
     assert out.returncode == 0, out.stderr
     before, after = (s.strip() for s in out.stdout.split("|"))
     assert before == str(root / "kernels" / "__init__.py")  # the hazard is real from the root
-    assert after != before and str(root) not in after
+    assert after != before  # Hugging Face's kernels (a venv may sit inside the checkout), or none
