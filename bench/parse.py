@@ -107,8 +107,8 @@ CASES: dict[str, tuple[str | None, str, str, str]] = {
               "<｜tool_calls_end｜>"),
     "minicpm5": ("qwen3", *_QWEN, '<function name="get_weather"><param name="location">Paris</param></function>'),
     # -- pythonic group and xml_b (no reasoning parser where the family has none in thinkgate)
-    "pythonic": (None, _CHATML, "", "[get_weather(location='Paris')]"),
-    "llama4_pythonic": (None, _CHATML, "", "[get_weather(location='Paris')]"),
+    "pythonic": (None, _CHATML, "", "get_weather(location='Paris')"),
+    "llama4_pythonic": (None, _CHATML, "", "get_weather(location='Paris')"),
     "olmo3": (None, _CHATML, "", "<function_calls>\nget_weather(location='Paris')\n</function_calls>"),
     "lfm2": (None, _CHATML, "", '<|tool_call_start|>[get_weather(location="Paris")]<|tool_call_end|>'),
     "functiongemma": (None, _CHATML, "", "<start_function_call>call:get_weather{location:<escape>Paris<escape>}"
@@ -130,8 +130,9 @@ CASES: dict[str, tuple[str | None, str, str, str]] = {
                "<|plamo:begin_tool_arguments:plamo|><|plamo:constrain|>json<|plamo:msg|>" + _ARGS +
                "<|plamo:end_tool_arguments:plamo|><|plamo:end_tool_request:plamo|><|plamo:end_tool_requests:plamo|>"),
 }
-LIST_OUTPUT = ("json", "xlam")
-"""Formats whose output is one JSON list of calls: the bench fills it with calls, not content."""
+LIST_OUTPUT = ("json", "xlam", "pythonic", "llama4_pythonic")
+"""Formats whose output is one list of calls (JSON, or Python calls for the pythonic two, whose reader takes
+a list only when it is the whole output): the bench fills it with calls, not content; CASES holds one item."""
 KWARGS: dict[str, dict[str, Any]] = {"gemma4": {"enable_thinking": True}}
 
 CONTENT = ("The forecast for Paris is mild: 18 °C, light wind <3 m/s>, humidity {62%} [stable]. "
