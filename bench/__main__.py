@@ -1,7 +1,7 @@
 """``python -m bench [SUB] [options]``: the benchmark entry point.
 
 Each sub-benchmark is a module of this package with ``DESCRIPTION``, ``add_arguments(parser)`` and
-``main(args) -> int``. Modules keep their heavy imports (torch, xgrammar, vocabularies) inside ``main`` so that ``--help`` is
+``main(args) -> int``; every one takes ``--no-write`` (added here) and its ``--help`` shows each option's default. Modules keep their heavy imports (torch, xgrammar, vocabularies) inside ``main`` so that ``--help`` is
 quick and one benchmark's imports never slow another's.
 With no sub-benchmark, the default one runs with its default options.
 """
@@ -31,6 +31,19 @@ SUBBENCHMARKS: dict[str, tuple[str, str]] = {
 DEFAULT = "loop"
 
 
+class _ShowDefaults(argparse.HelpFormatter):
+    """Each option's help ends with its default, unless the help already states it."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        default = action.default
+        if (not action.option_strings or "default" in text or text == argparse.SUPPRESS
+                or default is None or default is False or default is argparse.SUPPRESS):
+            return text
+        shown = ",".join(map(str, default)) if isinstance(default, (list, tuple)) else default
+        return f"{text} (default: {shown})"
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="python -m bench",
@@ -40,8 +53,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub = p.add_subparsers(dest="bench", metavar="SUB")
     for name, (module, desc) in SUBBENCHMARKS.items():
-        sp = sub.add_parser(name, help=desc, description=desc)
+        sp = sub.add_parser(name, help=desc, description=desc, formatter_class=_ShowDefaults)
         sp.set_defaults(_module=module)
+        sp.add_argument("--no-write", action="store_true", help="write no results file (JSON lines, plots)")
         try:
             mod = importlib.import_module(module)
         except ModuleNotFoundError as e:

@@ -30,7 +30,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--step-ms", type=float, default=20.0, help="the stand-in forward pass per step, in ms")
     p.add_argument("--repeat", type=int, default=1, help="runs per mode, interleaved (each repetition: new schemas)")
     p.add_argument("--out", default=None, help="JSON-lines file (default bench-results/first_token.jsonl)")
-    p.add_argument("--no-write", action="store_true", help="do not append the rows to a results file")
 
 
 def _run(vocab: Any, schemas: list[dict], on: bool, think: int, step_s: float) -> tuple[list[float], int]:

@@ -30,7 +30,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--switch-interval", type=float, default=None,
                    help="sys.setswitchinterval for the run, in seconds (default: Python's, 0.005)")
     p.add_argument("--out", default=None, help="JSON-lines file to append to (default: bench-results/gil.jsonl)")
-    p.add_argument("--no-write", action="store_true", help="write no JSON lines")
 
 
 def main(args: argparse.Namespace) -> int:

@@ -40,7 +40,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-workers", type=int, default=16, help="the compiler's max_workers")
     p.add_argument("--vocab", default="qwen3_6", help="vocabulary name")
     p.add_argument("--out", default=None, help="JSON-lines output file (default bench-results/hostile.jsonl)")
-    p.add_argument("--no-write", action="store_true", help="do not append the rows to a results file")
 
 
 def _wait_ready(mgr: Any, rid: str, timeout: float = 120.0) -> float:

@@ -168,8 +168,9 @@ def main(args: argparse.Namespace) -> int:
             "new_fill_us", "new/xgr_fill_us", "old/xgr_fill_us"]
     print(f"load average {load:.1f}, bound {B}, medians per kind; ratios are medians of per-schema ratios")
     print_table(all_rows, cols)
-    path = write_rows("jsonws", all_rows, args.out)
-    progress(f"appended {len(all_rows)} rows to {path}")
+    if not args.no_write:
+        path = write_rows("jsonws", all_rows, args.out)
+        progress(f"appended {len(all_rows)} rows to {path}")
     return 0
 
 

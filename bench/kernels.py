@@ -130,8 +130,9 @@ def main(args: argparse.Namespace) -> int:
         rows.extend(gpu)
     if args.device == "cuda":
         _print_gpu(gpu, bandwidth)
-        path = write_rows("kernels", rows, args.out)
-        progress(f"rows appended to {path}")
+        if not args.no_write:
+            path = write_rows("kernels", rows, args.out)
+            progress(f"rows appended to {path}")
         return 0
     for width in args.vocabs:
         vocab = min(TOKENIZER_SIZE.get(width, width), width)
@@ -179,8 +180,9 @@ def main(args: argparse.Namespace) -> int:
     print_table([r for r in rows if r.get("table") != "gpu"], columns)
     if cuda:
         _print_gpu(gpu, bandwidth)
-    path = write_rows("kernels", rows, args.out)
-    progress(f"rows appended to {path}")
+    if not args.no_write:
+        path = write_rows("kernels", rows, args.out)
+        progress(f"rows appended to {path}")
     return 0
 
 

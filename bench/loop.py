@@ -79,7 +79,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", default=None, help="JSON-lines file to append to (default: bench-results/loop.jsonl)")
     p.add_argument("--plot", default=str(RESULTS_DIR / "loop.png"),
                    help="PNG of the sweep when matplotlib is installed ('' to skip)")
-    p.add_argument("--no-write", action="store_true", help="write no JSON lines and no plot")
     p.add_argument("--jump-forward", type=int, default=0, metavar="N",
                    help="append the tokens the grammar forces (at most N per call) without model steps (default: 0, off)")
     p.add_argument("--overlap", action="store_true", help="also time the fill serial vs overlapped with a stand-in forward")

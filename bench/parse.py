@@ -251,6 +251,7 @@ def main(args: argparse.Namespace) -> int:
         rows += run_format(fmt, sorted(args.sizes), max(1, args.window), max(1, args.repeat), args.constrained)
     print_table(rows, ["format", "mode", "reasoning", "vocab", "output_tokens", "delta_median_us", "delta_p90_us",
                        "delta_mean_us", "ratio_vs_smallest"])
-    path = write_rows("parse", rows, args.out)
-    progress(f"rows appended to {path}")
+    if not args.no_write:
+        path = write_rows("parse", rows, args.out)
+        progress(f"rows appended to {path}")
     return 0

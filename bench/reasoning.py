@@ -142,6 +142,7 @@ def main(args: argparse.Namespace) -> int:
         return 1
     print_table(rows, ["family", "vocab", "kind", "thinking_tokens", "step_median_us", "step_p90_us",
                        "step_mean_us_whole_run", "ratio_vs_smallest"])
-    path = write_rows("reasoning", rows, args.out)
-    progress(f"rows appended to {path}")
+    if not args.no_write:
+        path = write_rows("reasoning", rows, args.out)
+        progress(f"rows appended to {path}")
     return 0

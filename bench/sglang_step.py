@@ -127,7 +127,8 @@ def main(args: argparse.Namespace) -> int:
                      "sglang_grammar_us": med[("sglang", "grammar")], "tg_apply_us": med[("tg", "apply")],
                      "sglang_apply_us": med[("sglang", "apply")]})
     print_table(rows, COLUMNS)
-    path = write_rows("sglang", rows, args.out)
-    print(f"rows appended to {path}")
+    if not args.no_write:
+        path = write_rows("sglang", rows, args.out)
+        print(f"rows appended to {path}")
     tg.close()
     return 0 if ok else 1

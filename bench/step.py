@@ -56,7 +56,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--batch-fill-min-rows", type=int, default=None,
                    help="rows per round from which the batch matcher fills (default: the manager's)")
     p.add_argument("--out", default=None, help="JSON-lines output file (default bench-results/step.jsonl)")
-    p.add_argument("--no-write", action="store_true", help="do not append the rows to a results file")
 
 
 def _document(rng: random.Random, n_items: int) -> dict[str, Any]:

@@ -177,8 +177,9 @@ def main(args: argparse.Namespace) -> int:
     cols = ["format", "tools", "build_ms", "cold_ms", "schema_cold_ms", "cold_x", "cached_us", "xgr_cold_ms",
             "fill_us", "fill_max_us", "spec_kb"]
     print_table(rows, cols)
-    path = write_rows("tools", rows, args.out)
-    progress(f"results appended to {path}")
+    if not args.no_write:
+        path = write_rows("tools", rows, args.out)
+        progress(f"results appended to {path}")
     if not args.no_conformance:
         crows = []
         for renderer, fmt in conformance_renderers(names):
@@ -194,8 +195,9 @@ def main(args: argparse.Namespace) -> int:
         if args.out:
             o = Path(args.out)
             cout = o.with_name(o.stem + "-conformance" + o.suffix)
-        path = write_rows("tools-conformance", crows, cout)
-        progress(f"conformance results appended to {path}")
+        if not args.no_write:
+            path = write_rows("tools-conformance", crows, cout)
+            progress(f"conformance results appended to {path}")
     return 0
 
 
@@ -543,6 +545,7 @@ def _props_main(args, names: list[str]) -> int:
     print_table(rows, ["format", "props", "required", "cold_ms", "schema_cold_ms", "cold_x", "spec_kb",
                        "schema_spec_kb", "fill_us", "schema_fill_us", "caller_fill_us", "fill_max_us",
                        "sorted_fill_us", "sorted_fill_max_us", "check_us"])
-    path = write_rows("tools", rows, args.out)
-    progress(f"results appended to {path}")
+    if not args.no_write:
+        path = write_rows("tools", rows, args.out)
+        progress(f"results appended to {path}")
     return 0

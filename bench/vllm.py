@@ -327,7 +327,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "on the same xgrammar")
     p.add_argument("--verbose", action="store_true", help="pass the workers' stderr through")
     p.add_argument("--out", default=None, help="JSON-lines output file (default bench-results/vllm.jsonl)")
-    p.add_argument("--no-write", action="store_true", help="do not append the rows to a results file")
 
 
 def _whitespace(text: str) -> Any:

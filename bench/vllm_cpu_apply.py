@@ -69,6 +69,7 @@ def main(args: argparse.Namespace) -> int:
             rows.append({"vocab": width, "batch": batch, "vllm_us": v, "tg_us": t, "fill_us": f,
                          "vllm_over_tg": v / t, "tg_over_fill": t / f, "same": same})
     print_table(rows, COLUMNS)
-    path = write_rows("vllm_cpu", rows, args.out)
-    print(f"rows appended to {path}")
+    if not args.no_write:
+        path = write_rows("vllm_cpu", rows, args.out)
+        print(f"rows appended to {path}")
     return 0 if ok else 1
