@@ -38,7 +38,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--vocabs", default="qwen3_6,deepseek_v4",
                    help="comma-separated vocabulary names (default qwen3_6,deepseek_v4; 'bytes': a tiny "
                         "byte-level one)")
-    p.add_argument("--limit", type=int, default=0, help="at most this many schemas (default: the whole corpus)")
+    p.add_argument("--limit", type=int, default=12,
+                   help="at most this many schemas, spread over the corpus's kinds (default 12; 0: the whole corpus)")
     p.add_argument("--max-whitespace", type=int, default=16, help="the bound B (default 16)")
     p.add_argument("--repeat", type=int, default=5, help="walks per schema and way for the fill (default 5)")
     p.add_argument("--cache-mb", type=int, default=64, help="xgrammar cache bound when on (default 64)")

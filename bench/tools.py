@@ -63,19 +63,25 @@ XGRAMMAR_TAGS = {
 }
 
 
+DEFAULT_FORMATS = ("hermes", "qwen3_6", "deepseek_v4", "gemma4")
+PROPS_FORMATS = ("gemma4", "hermes", "qwen3_6")
+"""The default run (a few minutes on 2 cores): one format of each call syntax family; ``--formats all`` sweeps."""
+
+
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--formats", default="all",
-                   help="comma-separated format names (default: every format with a structural tag)")
-    p.add_argument("--sizes", type=int_list, default=[1, 10, 100], help="tool counts (default 1,10,100)")
-    p.add_argument("--repeat", type=int, default=3, help="cold compiles per point (default 3)")
+    p.add_argument("--formats", default=None,
+                   help=f"comma-separated format names, or 'all' (every format with a structural tag) "
+                        f"(default {','.join(DEFAULT_FORMATS)}; with --props {','.join(PROPS_FORMATS)})")
+    p.add_argument("--sizes", type=int_list, default=[1, 10], help="tool counts (default 1,10; the sweep: 1,10,100)")
+    p.add_argument("--repeat", type=int, default=2, help="cold compiles per point (default 2)")
     p.add_argument("--threads", type=int, default=2, help="compiler threads (default 2)")
     p.add_argument("--no-xgrammar", action="store_true", help="skip the xgrammar baseline column")
     p.add_argument("--no-fill", action="store_true", help="skip the mask-fill column")
     p.add_argument("--out", default=None, help="JSON-lines file (default bench-results/tools.jsonl; the "
                    "conformance rows go beside it, '-conformance' added to its name)")
     p.add_argument("--no-conformance", action="store_true", help="skip the chat-template conformance table")
-    p.add_argument("--conformance-tools", type=int, default=0,
-                   help="corpus tools in the conformance table (default 0: all)")
+    p.add_argument("--conformance-tools", type=int, default=12,
+                   help="corpus tools in the conformance table (default 12; 0: all)")
     p.add_argument("--props", type=int_list, default=None,
                    help="property counts: measure one tool of that many properties instead of the corpus "
                         "(formats default to gemma4,hermes)")
@@ -120,8 +126,8 @@ def main(args: argparse.Namespace) -> int:
     from bench.vocabs import FORMAT_VOCABULARY, format_vocabulary
 
     names = [f for f in list_tool_formats() if f in FORMAT_VOCABULARY and f != "json"]
-    if args.props is not None and args.formats == "all":
-        args.formats = ",".join(PROPS_FORMATS)
+    if args.formats is None:
+        args.formats = ",".join(PROPS_FORMATS if args.props is not None else DEFAULT_FORMATS)
     if args.formats != "all":
         wanted = [f.strip() for f in args.formats.split(",") if f.strip()]
         unknown = [f for f in wanted if f not in names]
@@ -383,8 +389,6 @@ def _render_call(fmt: str, tool: dict) -> str | None:
 
 # --------------------------------------------------------------------------------------------------
 # --props: one tool of N properties, its keys written in the schema's order and sorted
-
-PROPS_FORMATS = ("gemma4", "hermes", "qwen3_6")
 
 
 def schema_order_format(fmt_name: str):
