@@ -36,10 +36,10 @@ cannot be raised back). A worker that dies (a crash inside xgrammar) fails its j
 
 What comes back: a compiled grammar as ``CompiledGrammar.serialize_json()``, deserialized in the
 parent against the parent's own ``TokenizerInfo``. A grammar whose compiled form is larger than
-``ship_compiled_max_bytes`` (a grammar that is megabytes of token masks can cost more to serialize
-and parse than to compile) and that compiled within ``recompile_max_s`` comes
-back as its ``Grammar`` instead, and the parent compiles it again: the worker has already proved that
-it is valid and quick. The parent's part (deserialize or recompile, then the first-token row) runs on
+``ship_compiled_max_bytes`` (a grammar that is megabytes of token masks costs several times its compile
+to serialize and parse: its JSON form is about ten times its memory size) and that
+compiled within ``recompile_max_s`` comes back as its ``Grammar`` instead, and the parent compiles it
+again: the worker has already proved that it is valid and how long it takes. The parent's part (deserialize or recompile, then the first-token row) runs on
 the worker's driver thread, outside the GIL for the xgrammar calls.
 
 xgrammar's own cache is on in each worker (and in the parent's recompile path) for JSON schemas and
@@ -635,7 +635,10 @@ class Compiler:
         An extra worker (beyond ``num_threads``) exits after this long without work.
     ship_compiled_max_bytes, recompile_max_s:
         A compiled grammar larger than ``ship_compiled_max_bytes`` that compiled within
-        ``recompile_max_s`` is compiled again in the parent instead of being serialized.
+        ``recompile_max_s`` is compiled again in the parent instead of being serialized: its JSON form
+        is about ten times its memory size (token masks as numbers) and costs several times the compile
+        to write and to read back, so compiling twice is the cheaper way home
+        (``python -m bench tools`` measures the tool constraints, the large ones).
     xgrammar_cache_bytes:
         Bound of xgrammar's own compiler cache in each worker and in the parent (0: off); see the
         module docstring.
@@ -645,7 +648,7 @@ class Compiler:
                  cache_limit_bytes: int = 512 << 20, sync_validate_max_bytes: int = 0,
                  compile_timeout_s: float = 60.0, max_workers: int = 16, slow_after_s: float = 0.5,
                  worker_idle_s: float = 60.0, ship_compiled_max_bytes: int = 1 << 20,
-                 recompile_max_s: float = 1.0, xgrammar_cache_bytes: int = 64 << 20) -> None:
+                 recompile_max_s: float = 30.0, xgrammar_cache_bytes: int = 64 << 20) -> None:
         if isinstance(num_threads, bool) or not isinstance(num_threads, int) or num_threads < 1:
             raise ValueError(f"num_threads must be a positive integer, got {num_threads!r}")
         if not isinstance(cache_limit_bytes, int) or cache_limit_bytes < 0:
