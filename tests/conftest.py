@@ -17,8 +17,48 @@ pytest.register_assert_rewrite("support")
 if not torch.cuda.is_available():
     os.environ.setdefault("TRITON_INTERPRET", "1")
 
+import gc  # noqa: E402
+import sys  # noqa: E402
+import weakref  # noqa: E402
+
 from bench.vocabs import byte_level_vocabulary  # noqa: E402
 from thinkgate.reasoning.vocabulary import Vocabulary, load_vocabulary  # noqa: E402
+from thinkgate.structured_output.compiler import Compiler  # noqa: E402
+
+# --------------------------------------------------------------------------------------------------
+# compile pools live as long as their module's tests
+#
+# A Compiler holds a zygote process (an interpreter holding xgrammar and its vocabulary's tables, about
+# 330 MB) and its workers until it is closed. Test modules build managers per family and keep them in
+# caches (lru_cache helpers, module dictionaries), so without this every family's pool of every module
+# stayed alive to the end of the run: the suite grew past the machine's 24 GiB and was killed. After each
+# module, every compiler started during it is closed, and support.manager's cache (shared by several
+# modules) is emptied so that the next module builds its own.
+
+_STARTED: weakref.WeakSet[Compiler] = weakref.WeakSet()
+_compiler_init = Compiler.__init__
+
+
+def _tracked_init(self: Compiler, *args: object, **kwargs: object) -> None:
+    _compiler_init(self, *args, **kwargs)  # type: ignore[arg-type]
+    _STARTED.add(self)
+
+
+Compiler.__init__ = _tracked_init  # type: ignore[method-assign]
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _close_the_modules_compilers():
+    before = weakref.WeakSet(_STARTED)
+    yield
+    support = sys.modules.get("support")
+    if support is not None:
+        support.manager.cache_clear()
+    for comp in list(_STARTED):
+        if comp not in before:
+            comp.close()
+    gc.collect()
+
 
 
 @pytest.fixture(scope="session")

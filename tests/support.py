@@ -11,6 +11,7 @@ import codecs
 import functools
 import json
 import time
+from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -123,7 +124,34 @@ def vocab(name: str) -> Vocabulary:
     return load_vocabulary(name)  # type: ignore[arg-type]
 
 
-@functools.lru_cache(maxsize=None)
+def closing_cache(keep: int):
+    """``functools.lru_cache`` for objects that hold processes (a manager's compile pool: a zygote of ~330 MB
+    and its workers): at most ``keep`` stay alive, the least recently used one beyond them is closed, and
+    ``cache_clear`` closes them all. The matrices run family after family, so a family's manager is built
+    once and closed when the run has moved on to other families."""
+    def wrap(build):
+        live: OrderedDict[tuple[Any, ...], Any] = OrderedDict()
+
+        @functools.wraps(build)
+        def get(*key: Any) -> Any:
+            if key in live:
+                live.move_to_end(key)
+                return live[key]
+            value = live[key] = build(*key)
+            while len(live) > keep:
+                live.popitem(last=False)[1].close()
+            return value
+
+        def cache_clear() -> None:
+            while live:
+                live.popitem()[1].close()
+
+        get.cache_clear = cache_clear  # type: ignore[attr-defined]
+        return get
+    return wrap
+
+
+@closing_cache(keep=3)
 def manager(vocab_name: str, parser: str | None) -> StructuredOutputManager:
     return StructuredOutputManager(vocab(vocab_name), parser, max_num_seqs=2, num_compile_threads=1)
 

@@ -41,7 +41,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
-from support import CORPUS, FAMILIES, vocab
+from support import CORPUS, FAMILIES, closing_cache, vocab
 from template_render import RENDERERS, render, render_ids
 
 from thinkgate.structured_output.tools import build_tool_constraint, get_tool_reader
@@ -370,7 +370,7 @@ COMPILE_TIMEOUT_S = 600.0
 """Generous: a group of XML tools compiles in seconds alone, far longer on a loaded machine."""
 
 
-@functools.lru_cache(maxsize=None)
+@closing_cache(keep=3)
 def manager(vocab_name: str, parser: str | None):
     from thinkgate.structured_output.manager import StructuredOutputManager
     return StructuredOutputManager(vocab(vocab_name), parser, max_num_seqs=2, num_compile_threads=1,
