@@ -34,7 +34,8 @@ def _fn(name: str, props: dict, required: tuple[str, ...] = ()) -> dict:
 
 
 TOOLS = [_fn("get_weather", {"city": {"type": "string"}, "days": {"type": "integer"}}, ("city",)),
-         _fn("search", {"q": {"type": "string"}, "filters": {"type": "object", "properties": {"max": {"type": "integer"}}}}),
+         _fn("search", {"q": {"type": "string"},
+                        "filters": {"type": "object", "properties": {"max": {"type": "integer"}}}}),
          _fn("ping", {})]
 FORCED = [TOOLS[0], TOOLS[2]]  # the tools of the forced constraints
 
@@ -257,7 +258,7 @@ def test_auto_with_a_strict_tool_keeps_inklings_free_text() -> None:
     tools[0]["function"]["strict"] = True
     c = build_tool_constraint(tools, "auto", format="inkling", vocabulary=V)
     finish(FAM, c, FAM.thinking + f"It is sunny.{E}{M}{THINK}more thought{E}{M}{TEXT}Bye.{E}")
-    finish(FAM, c, FAM.thinking + f"Checking.{E}{M}get_weather" + f'{J}{{"name":"get_weather","args":{{"city":"Rome"}}}}{E}')
+    finish(FAM, c, FAM.thinking + f'Checking.{E}{M}get_weather{J}{{"name":"get_weather","args":{{"city":"Rome"}}}}{E}')
     assert_rejected_at(FAM, c, FAM.thinking + f'{E}{M}get_weather{J}{{"name":"get_weather","args":{{"city":', "3")
 
 

@@ -16,10 +16,10 @@ the content, so the first call's ``<|message_model|>NAME`` lies in the thinking,
 
 **Constraint** (after the thinking): ``required`` / ``named``: the calls, each
 ``<|content_invoke_tool_json|>{"name":"NAME","args":ARGS}<|end_message|>`` as the template writes it; a call
-after the first opens with ``<|message_model|>NAME``, its header being its own name; the first may (a model
-that opened a text block, whose kind token ended the thinking, ends it and opens its call that way; with no
-thinking, the header follows the prompt's opener). Parallel calls
-off or a named function: one call. ``auto`` (when a strict tool or a strictness asks for a constraint):
+after the first opens with ``<|message_model|>NAME``, its header being its own name; the first may too, or
+with ``<|end_message|><|message_model|>NAME`` (a model that opened a text block, whose kind token ended the
+thinking, closes it and opens its call), or with ``NAME`` alone (no thinking: the header follows the
+prompt's opener). Parallel calls off or a named function: one call. ``auto`` (when a strict tool or a strictness asks for a constraint):
 free text, Inkling's framing tokens included, in which ``<|content_invoke_tool_json|>`` can only start a
 valid call; ``none``: free text without it.
 
@@ -51,7 +51,7 @@ from .policy import CallPolicy
 from .request import ToolRequest, ToolSpec
 from .results import ToolCallsResult
 from .stream import ToolStream
-from .syntax import Fmt, LiteralText, any_tokens, const, opt, or_, regex, seq, star, structural_tag, tag, token
+from .syntax import Fmt, LiteralText, any_tokens, const, opt, or_, regex, seq, star, structural_tag, tag
 
 __all__ = ["InklingFormat", "MESSAGE", "CALL", "THINKING", "VISIBLE", "ENDS", "ARGUMENT_KEYS"]
 
@@ -134,7 +134,8 @@ class InklingFormat(ToolFormat):
 
     # -- constraint ------------------------------------------------------------------------------
     def _body(self, t: ToolSpec, lit: LiteralText, ws: int | None) -> Fmt:
-        """A call's block from its kind token: ``<|content_invoke_tool_json|>{"name":"T","args":ARGS}<|end_message|>``."""
+        """A call's block from its kind token:
+        ``<|content_invoke_tool_json|>{"name":"T","args":ARGS}<|end_message|>``."""
         head = '{"name":' + json.dumps(t.name, ensure_ascii=False) + ',"args":'
         return seq(lit(CALL), const(head), self._ARGS.build(t, lit, ws), lit(self.call_end))
 
