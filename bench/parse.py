@@ -129,6 +129,11 @@ CASES: dict[str, tuple[str | None, str, str, str]] = {
                "<|plamo:begin_tool_name:plamo|>get_weather<|plamo:end_tool_name:plamo|>"
                "<|plamo:begin_tool_arguments:plamo|><|plamo:constrain|>json<|plamo:msg|>" + _ARGS +
                "<|plamo:end_tool_arguments:plamo|><|plamo:end_tool_request:plamo|><|plamo:end_tool_requests:plamo|>"),
+    # Inkling: the content in a text block after the thinking block, the call a block of its own
+    "inkling": ("inkling", "<|message_user|><|content_text|>Weather?<|end_message|><|message_model|>",
+                "<|content_thinking|>The user wants the weather; I should call a tool.<|end_message|><|message_model|>"
+                "<|content_text|>", '<|end_message|><|message_model|>get_weather<|content_invoke_tool_json|>'
+                '{"name":"get_weather","args":' + _ARGS + "}<|end_message|>"),
 }
 LIST_OUTPUT = ("json", "xlam", "pythonic", "llama4_pythonic")
 """Formats whose output is one list of calls (JSON, or Python calls for the pythonic two, whose reader takes

@@ -79,6 +79,13 @@ SYNTHETIC_FAMILIES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "apertus": (("<|system_start|>", "<|system_end|>", "<|developer_start|>", "<|developer_end|>", "<|user_start|>",
                  "<|user_end|>", "<|assistant_start|>", "<|assistant_end|>", "<|inner_prefix|>", "<|inner_suffix|>",
                  "<|tools_prefix|>", "<|tools_suffix|>"), ("<|assistant_end|>",)),
+    # Inkling: every marker of vLLM 0.34's renderer (vllm/renderers/inkling_encoding.py); the turn ends with
+    # <|content_model_end_sampling|> (the renderer closes an assistant turn with it)
+    "inkling": (("<|message_user|>", "<|message_model|>", "<|message_system|>", "<|message_tool|>", "<|content_text|>",
+                 "<|content_image|>", "<|content_model_end_sampling|>", "<|content_thinking|>",
+                 "<|content_audio_input|>", "<|content_tool_error|>", "<|content_xml|>",
+                 "<|content_invoke_tool_json|>", "<|content_invoke_tool_text|>", "<|end_message|>", "<|audio_end|>"),
+                ("<|content_model_end_sampling|>",)),
 }
 
 FORMAT_VOCABULARY: dict[str, str] = {
@@ -95,7 +102,7 @@ FORMAT_VOCABULARY: dict[str, str] = {
     "deepseek_v41": "deepseek_v4", "dots": "dots", "ripple": "deepseek_v4", "plamo3": "plamo",
     "k2_horizon": "ifm", "cohere_command3": "cohere",
     "pythonic": "llama", "llama4_pythonic": "llama4", "olmo3": "qwen3_6", "lfm2": "lfm2", "functiongemma": "functiongemma",
-    "gigachat3": "gigachat", "apertus": "apertus",
+    "gigachat3": "gigachat", "apertus": "apertus", "inkling": "inkling",
 }
 """Format -> the vocabulary its tests and benchmarks use (a real name or a synthetic family)."""
 

@@ -417,6 +417,14 @@ FAMILIES: dict[str, Family] = {f.fmt: f for f in [
            lambda n, a, i: '<|function_call|>{"name": "' + n + '", "arguments": ' + _j(a) + "}"),
     Family("apertus", "apertus", None, "<|assistant_start|>", "",
            lambda n, a, i: f'{{"{n}": {_j(a)}}}', section=("<|tools_prefix|>[", "]<|tools_suffix|>"), sep=", "),
+    # Inkling: the thinking block, then a text block whose kind token ends the thinking (so the grammar applies
+    # from there, as after other families' end markers); the calls' blocks follow it, as the template writes
+    # them (a call right after the thinking block, its header in the thinking: test_tool_formats.IMPLICIT)
+    Family("inkling", "inkling", "inkling", "<|message_user|><|content_text|>Weather?<|end_message|><|message_model|>",
+           "<|content_thinking|>I should call a tool.<|end_message|><|message_model|><|content_text|>",
+           lambda n, a, i: f'<|message_model|>{n}<|content_invoke_tool_json|>{{"name":"{n}","args":'
+           + json.dumps(a, ensure_ascii=False, separators=(",", ":")) + "}<|end_message|>",
+           section=("<|end_message|>", "")),
 ]}
 FORMATS = list(FAMILIES)
 

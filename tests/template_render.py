@@ -640,6 +640,29 @@ def _apertus(calls: Sequence[Call], content: str) -> str:
         "]<|tools_suffix|>"
 
 
+def _sorted_json(v: Any) -> Any:
+    """Keys sorted at every level (``sorted``, as vLLM's Inkling encoder's ``_sort_json``)."""
+    if isinstance(v, dict):
+        return {k: _sorted_json(v[k]) for k in sorted(v)}
+    if isinstance(v, list):
+        return [_sorted_json(x) for x in v]
+    return v
+
+
+def _inkling(calls: Sequence[Call], content: str) -> str:
+    # vllm-project/vllm 0.34 vllm/renderers/inkling_encoding.py (render_inkling_messages): each block of the
+    # assistant turn is '<|message_model|>' + author + kind + text + '<|end_message|>' (the generation prompt
+    # ends with the first '<|message_model|>'); the content as a '<|content_text|>' block, then per call the
+    # author NAME and '<|content_invoke_tool_json|>' + '{"name":' + json.dumps(name) + ',"args":' + the arguments
+    # as _canonical_json writes them (keys sorted at every level, separators (",", ":"), ensure_ascii=False) + '}'
+    out = "<|message_model|><|content_text|>" + content + "<|end_message|>" if content else ""
+    for name, args in calls:
+        payload = ('{"name":' + json.dumps(name, ensure_ascii=False) + ',"args":'
+                   + json.dumps(_sorted_json(args), ensure_ascii=False, separators=(",", ":")) + "}")
+        out += "<|message_model|>" + name + "<|content_invoke_tool_json|>" + payload + "<|end_message|>"
+    return out
+
+
 # --------------------------------------------------------------------------------------------------
 # the table
 
@@ -747,6 +770,9 @@ RENDERERS: dict[str, Renderer] = {r.name: r for r in [
     Renderer("gigachat3", "gigachat3", "vllm-project/vllm tests/tool_parsers/test_gigachat3_tool_parser.py "
              "(GigaChat 3.1 output)", _gigachat3, parallel=False),
     Renderer("apertus", "apertus", "vllm-project/vllm examples/tool_chat_template_apertus.jinja", _apertus),
+    Renderer("inkling", "inkling", "vllm-project/vllm 0.34 vllm/renderers/inkling_encoding.py (Inkling's renderer: "
+             "render_inkling_messages, _tool_call_json, _canonical_json)", _inkling,
+             notes="arguments with keys sorted at every level, compact"),
 ]}
 
 

@@ -289,7 +289,7 @@ IMPLICIT = {"hermes": "I should call a tool.\n", "qwen3_coder": "I should call a
             "kimi_k2": "<think>I should call a tool.", "glm47": "<think>I should call a tool.",
             "glm45": "<think>I should call a tool.",
             "minimax_m2": "<think>\nI should call a tool.\n", "gemma4": "<|channel>thought\nI should call a tool.",
-            "mistral": "[THINK]I should call a tool."}
+            "mistral": "[THINK]I should call a tool.", "inkling": "<|content_thinking|>I should call a tool."}
 
 
 @pytest.mark.parametrize("fmt", list(IMPLICIT))

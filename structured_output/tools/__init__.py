@@ -16,7 +16,8 @@ deepseek_v3, deepseek_v31, deepseek_v32, deepseek_v4, kimi_k2, glm47, minimax_m2
 tool-parser names (``docs/names.md`` lists every name with its syntax and markers; ``python -m
 thinkgate.names`` prints it). Each is one declarative definition from which
 both its constraint and its reader are built: the table is ``formats.py``, the machinery that builds
-them ``engine.py``; harmony (``harmony.py``) and json (``json_calls.py``) are classes of their own.
+them ``engine.py``; harmony (``harmony.py``), json (``json_calls.py``) and inkling (``inkling.py``: typed blocks)
+are classes of their own.
 """
 
 from __future__ import annotations

@@ -15,6 +15,7 @@ from .call_ids import WrittenCallId, mistral_call_id
 from .dsml import DsmlArgs
 from .engine import CallFormat, ToolFormat
 from .harmony import HarmonyFormat
+from .inkling import InklingFormat
 from .json_calls import JsonCallsFormat
 from .marked_json import MarkedJsonFormat
 from .pythonic import PythonicFormat
@@ -419,3 +420,7 @@ register_tool_format(AlternativeFormats(
         CallFormat(name="gigachat3_0", markers=_GIGACHAT,
                    call_begin='<|message_sep|>\n\nfunction call<|role_sep|>\n{"name": "{name}", "arguments": ',
                    args=JsonArgs(), call_end="}"))))
+
+# Inkling: typed blocks, a call a block of its own; its header, body and block framing are a class of their own
+# (inkling.py), as harmony's messages are
+register_tool_format(InklingFormat())

@@ -116,6 +116,30 @@ class MarkedText:
     def is_trusted(self) -> bool:
         return self._controls is None
 
+    @property
+    def special_tokens(self) -> frozenset[str]:
+        """The strings that match as markers only where they are control tokens (none for trusted text)."""
+        if self._controls is None or self._special is None:
+            return frozenset()
+        return self._special
+
+    def pieces(self) -> list[tuple[str, bool]]:
+        """The text as ``(text, is_control)`` pieces (what :class:`~.pending.PendingText` holds): each control
+        token alone, the ordinary text between them as one piece; trusted text is one ordinary piece. With
+        :attr:`special_tokens`, the pieces hold what this text holds. O(len(text))."""
+        if not self._controls:
+            return [(self.text, False)] if self.text else []
+        out: list[tuple[str, bool]] = []
+        pos = 0
+        for a, b in sorted(self._controls.items()):
+            if a > pos:
+                out.append((self.text[pos:a], False))
+            out.append((self.text[a:b], True))
+            pos = b
+        if pos < len(self.text):
+            out.append((self.text[pos:], False))
+        return out
+
     def is_control_token(self, marker: str) -> bool:
         """Whether ``marker`` must be a control token to match (trusted text: never asked)."""
         return self._special is not None and marker in self._special

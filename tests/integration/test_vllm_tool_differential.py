@@ -16,7 +16,8 @@ every difference; a difference no kind explains fails. The kinds (the documented
   own whole path;
 - ``vllm-drops-content`` (vLLM's bug): vLLM drops text the model wrote beside its calls;
   ``vllm-drops-text-after-calls`` the text written after them; ``vllm-drops-unread-block`` the text of a
-  block it could not read (thinkgate keeps it as content); ``vllm-strips-markers`` the marker tokens of it;
+  block it could not read (thinkgate keeps it as content: Inkling, the body of a call block that is no call);
+  ``vllm-strips-markers`` the marker tokens of it;
 - ``unterminated-call`` (choice): the output ends inside a call (no closing marker): vLLM returns it,
   thinkgate keeps its text as content (it cannot tell a finished call from one cut by max_tokens);
 - ``vllm-double-encodes-string-arguments`` (vLLM 0.34's bug, fixed in later vLLM): ``"arguments"`` given as
@@ -24,6 +25,9 @@ every difference; a difference no kind explains fails. The kinds (the documented
 - ``vllm-values-as-strings`` (vLLM's bug): vLLM leaves values as the text written (``"3"``, ``"true"``,
   ``"None"``, an object's JSON text) where the schema or the syntax says a number, boolean, null, object;
 - ``vllm-empty-arguments`` (vLLM's bug): vLLM's stream sends a call's name and no arguments;
+- ``vllm-drops-arguments`` (vLLM's bug): an Inkling body that holds its arguments under ``arguments`` or
+  ``parameters`` (keys vLLM's own ``_extract_args_value`` looks under): vLLM's streaming converter carves
+  ``args`` only and returns the call with ``{}``; thinkgate returns the arguments written;
 - ``vllm-text-in-arguments`` (vLLM's bug): vLLM's stream appends the text after a call to its arguments;
 - ``vllm-cuts-at-bracket`` (vLLM's bug): vLLM reads a JSON list of calls up to its first ``]``, one inside
   the arguments (phi4_mini_json's non-greedy ``functools\\[(.*?)\\]``), and finds no call;
@@ -147,6 +151,58 @@ for _name, _t in [
                         "<|END_ACTION|>"),
 ]:
     td.add(_name, td.Case(_t, f"vllm-test:{_name}", TOOLS))
+
+# --- Inkling: the template's blocks (vllm/renderers/inkling_encoding.py), the inputs of vLLM's own tests
+# (tests/parser/engine/test_inkling.py: tool blocks with and without a header, parallel blocks, text / raw-text /
+# error blocks, thinking blocks, a block ended by <|content_model_end_sampling|> or cut, the arguments
+# converter's wrappers), and what models write beside the template (keys in another order, whitespace, the
+# arguments under "arguments" or as a JSON string, a body that is no call)
+TEMPLATE["inkling"] = "inkling"
+_template_cases("inkling")
+_IJ, _IE, _IM, _IT, _ITH, _IS = ("<|content_invoke_tool_json|>", "<|end_message|>", "<|message_model|>",
+                                 "<|content_text|>", "<|content_thinking|>", "<|content_model_end_sampling|>")
+
+
+def _ink(name: str, args: str) -> str:
+    return f'{_IJ}{{"name":"{name}","args":{args}}}{_IE}'
+
+
+INKLING_TESTS = [
+    _ink("get_weather", '{"city":"SF"}'),
+    "get_weather" + _ink("get_weather", '{"city":"SF"}'),
+    _ink("a", "{}") + _IM + _ink("b", '{"x":[1,2]}'),
+    _ink("f", '{"q":{"deep":{"list":[{"k":"v"}]}},"s":"a}b"}'),
+    f"{_IT}hello world{_IE}", "hello world", f"hello world{_IE}", f"hello world{_IS}",
+    f"{_ITH}I should check the weather.{_IE}{_IM}{_IT}Let me check.{_IE}{_IM}" + _ink("get_weather", '{"city":"SF"}'),
+    "<|content_invoke_tool_text|>do something" + _IE, "<|content_tool_error|>boom" + _IE,
+    f"{_ITH}hm{_IE}{_IM}{_IT}hi{_IS}",
+    f"{_ITH}one{_IE}{_IM}{_IT}mid{_IE}{_IM}{_ITH}two{_IE}",
+    _ink("f", "{}") + f"{_IM}{_IT}done{_IE}",
+    f'{_IJ}{{"name":"d","args":{{"k":"v"',
+    f"{_IT}see {_IT} token{_IE}",
+    f"{_IT}Check this.{_IE}{_IM}" + _ink("get_weather", '{"city":"San Francisco"}'),
+    f"{_IT}intro{_IE}" + _ink("get_weather", '{"city":"Seattle"}'),
+    "someFn" + _ink("get_weather", '{"city":"Seattle"}'),
+    _ink("f", "{}") + _IM + _ink("g", "{}") + f"{_IM}{_IT}after{_IE}",
+    f'{_IJ}{{"name":"f","args":{{}}}}{_IS}',
+    f'{_IJ}{{"name":"args","args":{{"k":1}}}}{_IE}',
+    f'{_IJ}{{ "name" : "x" , "args" : {{"a": 1}} }}{_IE}',
+    f'{_IJ}{{"name":"x"}}{_IE}',
+    f'{_IJ}{{"name":"x","args":[1]}}{_IE}',
+]
+for _t in INKLING_TESTS:
+    td.add("inkling", td.Case(_t, "vllm-test:inkling", TOOLS))
+for _t, _kind in [
+    (f'{_IJ}{{"args":{{"city":"Paris"}},"name":"get_weather"}}{_IE}', "order"),
+    (f'{_IJ}\n{{"name": "get_weather", "args": {{"city": "Paris", "days": 3}}}}\n{_IE}', "whitespace"),
+    (f'{_IJ}{{"name": "get_weather", "arguments": {{"city": "Paris"}}}}{_IE}', "arguments-key"),
+    (f'{_IJ}{{"name": "get_weather", "parameters": {{"city": "Paris"}}}}{_IE}', "arguments-key"),
+    (f'{_IJ}{{"name":"get_weather","args":"{{\\"city\\": \\"Paris\\"}}"}}{_IE}', "string-arguments"),
+    (f"{_IJ}not a call{_IE}{_IM}{_IT}after{_IE}", "not-a-call"),
+    (_ink("get_weather", '{"city":"SF"}') + _IM + "get_weather" + _ink("get_weather", '{"city":"LA"}'), "parallel"),
+    (f"{_ITH}plan{_IE}{_IM}" + _ink("ping", "{}"), "after-thinking-block"),
+]:
+    td.add("inkling", td.Case(_t, f"variation:{_kind}", TOOLS))
 
 # --- vLLM's own tests (tests/tool_parsers/test_hermes_tool_parser.py): their inputs, a request without tools
 HERMES_TESTS = [

@@ -73,7 +73,7 @@ BUILTIN.update({
 # -- xml_b: (renderer, vLLM name); ling3 and poolside_v1 write GLM-4.7's and GLM-4.5's calls
 XML_B = [("glm47", "ling3"), ("glm45", "poolside_v1"), ("deepseek_v41", "deepseek_v41"), ("dots", "dots"),
          ("ripple", "ripple"), ("plamo3", "plamo3"), ("k2_horizon", "k2_horizon"),
-         ("cohere_command3", "cohere_command3"), ("cohere_command3", "cohere_command4")]
+         ("cohere_command3", "cohere_command3"), ("cohere_command3", "cohere_command4"), ("inkling", "inkling")]
 PAIRS: list[tuple[str, str]] = [*BUILTIN.items(), *XML_B]
 VLLM_KWARGS: dict[str, dict[str, Any]] = {
     # vLLM's parsers that start in the thinking unless the template's switch says otherwise (the outputs here
@@ -83,6 +83,8 @@ VLLM_KWARGS: dict[str, dict[str, Any]] = {
 VLLM_REASONING: dict[str, str] = {
     # vLLM's Cohere parser is one melody filter for the thinking and the calls: it takes its own reasoning parser
     "cohere_command3": "cohere_command3", "cohere_command4": "cohere_command4",
+    # vLLM's Inkling parser is one state machine over the blocks, its reasoning and tool adapters two passes of it
+    "inkling": "inkling",
 }
 
 

@@ -207,6 +207,8 @@ def _calls_kind(name: str, theirs: Answer, ours: Answer, case: Case, theirs_whol
             return "undeclared-values-as-text"  # no schema: the format's reader keeps the text (poolside_v1)
         if all(ta == "" for (_, ta), _ in diff):
             return "vllm-empty-arguments"  # vLLM's stream sends the name and no argument text
+        if all(ta == {} and oa for (_, ta), (_, oa) in diff):
+            return "vllm-drops-arguments"  # Inkling: vLLM's converter reads arguments under "args" only
         if kind == "after" and all(isinstance(ta, str) and ta.rstrip().endswith("Done.") for (_, ta), _ in diff):
             return "vllm-text-in-arguments"  # vLLM's stream appends the text after the call to its arguments
     return "unexplained"
@@ -218,7 +220,8 @@ def _content_kind(theirs: Answer, ours: Answer, case: Case, theirs_whole: Answer
         return "whitespace"
     if theirs.calls and _ws(theirs.content) and _ws(ours.content).startswith(_ws(theirs.content)):
         return "vllm-drops-text-after-calls"
-    if not theirs.calls and _ws(ours.content).startswith(_ws(theirs.content)):
+    if not theirs.calls and (_ws(ours.content).startswith(_ws(theirs.content))
+                             or _ws(ours.content).endswith(_ws(theirs.content))):
         return "vllm-drops-unread-block"  # vLLM drops the text of a block it could not read
     dropped = _MARKERS.sub(lambda m: "" if m.group() not in (theirs.content or "") else m.group(), ours.content or "")
     if not theirs.calls and _ws(dropped) == _ws(theirs.content):
