@@ -17,7 +17,7 @@ pytest.register_assert_rewrite("support")
 if not torch.cuda.is_available():
     os.environ.setdefault("TRITON_INTERPRET", "1")
 
-from bench.vocabs import byte_level_vocabulary  # noqa: E402
+from thinkgate.testing.vocabularies import byte_level_vocabulary  # noqa: E402
 from thinkgate.reasoning.vocabulary import Vocabulary, load_vocabulary  # noqa: E402
 
 
