@@ -60,7 +60,7 @@ def load_corpus(limit: int = 0) -> list[dict]:
 
 
 def _vocabulary(name: str):
-    from bench.vocabs import byte_level_vocabulary
+    from thinkgate.testing.vocabularies import byte_level_vocabulary
     from thinkgate.reasoning.vocabulary import load_vocabulary
 
     if name == "bytes":

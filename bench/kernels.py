@@ -10,11 +10,8 @@ our Triton path (checked and unchecked, and with the bitmask's copy to the devic
 xgrammar's Triton and CUDA kernels, per dtype, width, batch and mask density, timed with CUDA events.
 ``--device cuda`` prints only that table.
 
-CPU masks are synthetic but shaped like real ones (seeded, so every run sees the same): three rows in
-four are JSON structure (24 allowed ids, the rest blocked); every fourth row is inside a JSON string
-(everything allowed except 1.5% of ids scattered at random, as tokens with a quote, a backslash or
-a control byte). Ids at or past the tokenizer size are never allowed (Qwen3.6: 248,077 ids in a
-248,320-wide logits row).
+CPU masks are synthetic but shaped like real ones (``thinkgate.testing.bitmasks.realistic_bitmask``,
+seeded, so every run sees the same).
 """
 
 from __future__ import annotations
@@ -22,6 +19,7 @@ from __future__ import annotations
 import argparse
 
 from bench.harness import int_list
+from thinkgate.testing.bitmasks import realistic_bitmask
 
 DESCRIPTION = "bitmask apply: our CPU path / Triton vs xgrammar vs logits.fill_"
 
@@ -54,25 +52,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "(default 0: leave torch's setting)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", default=None, help="JSON-lines file (default bench-results/kernels.jsonl)")
-
-
-def realistic_bitmask(batch: int, width: int, vocab_size: int, *, seed: int = 0, string_every: int = 4,
-                      structure_allowed: int = 24, string_blocked: float = 0.015):
-    """int32 [batch, ceil(width / 32)]: structure rows and string rows as described in the module."""
-    import torch
-
-    gen = torch.Generator().manual_seed(seed)
-    words = -(-width // 32)
-    allowed = torch.zeros((batch, words * 32), dtype=torch.bool)
-    for i in range(batch):
-        if string_every and i % string_every == string_every - 1:
-            allowed[i, :vocab_size] = True
-            blocked = torch.randint(0, vocab_size, (int(string_blocked * vocab_size),), generator=gen)
-            allowed[i, blocked] = False
-        else:
-            allowed[i, torch.randint(0, vocab_size, (structure_allowed,), generator=gen)] = True
-    packed = (allowed.view(batch, words, 32).to(torch.int64) << torch.arange(32)).sum(-1)
-    return (packed - (packed >= 2**31).to(torch.int64) * 2**32).to(torch.int32)
 
 
 def _interleaved(candidates: dict, repeat: int, rounds: int, measure) -> dict:

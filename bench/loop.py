@@ -146,7 +146,7 @@ def main(args: argparse.Namespace) -> int:
     from thinkgate.reasoning.vocabulary import load_vocabulary
     from thinkgate.structured_output import Compiler, StructuredOutputManager
 
-    from .workload import Workload
+    from thinkgate.testing.workload import Workload
 
     batches, drafts_list = args.batches, args.drafts
     vocab = load_vocabulary(args.vocab)
@@ -234,7 +234,7 @@ def main(args: argparse.Namespace) -> int:
 def _run_config(B, k, args, vocab, compiler, torch, xgr, kernels, Manager, Workload, invalid_examples) -> _Totals:
     from thinkgate.kernels.cpu_bitmask import default_threads
 
-    from .workload import DEFAULT_MIX
+    from thinkgate.testing.workload import DEFAULT_MIX
 
     kinds = [x for x in str(args.kinds).split(",") if x]
     unknown = [x for x in kinds if x not in DEFAULT_MIX]

@@ -85,7 +85,7 @@ CASES: dict[str, tuple[str | None, str, str, str]] = {
                        f'<function_call> {{"name": "get_weather", "arguments": {_ARGS}}}'),
     "internlm": (None, _CHATML, "", '<|action_start|><|plugin|>\n{"name": "get_weather", "arguments": '
                  f'{_ARGS}}}<|action_end|>'),
-    # -- xml_a (synthetic vocabularies but mimo's and minicpm5's: bench/vocabs.py)
+    # -- xml_a (synthetic vocabularies but mimo's and minicpm5's: thinkgate/testing/vocabularies.py)
     "seed_oss": ("seed_oss", "<seed:bos>user\nWeather?<seed:eos><seed:bos>assistant\n",
                  "<seed:think>I should call a tool.</seed:think>\n",
                  "<seed:tool_call>\n<function=get_weather>\n<parameter=location>Paris</parameter>\n</function>\n"
@@ -194,7 +194,7 @@ def _output(fmt: str, vocab: Any, n: int, window: int) -> tuple[list[int], int]:
 
 def run_format(fmt: str, sizes: list[int], window: int, repeat: int, constrained: bool = False) -> list[dict[str, Any]]:
     from bench.harness import progress, summarize
-    from bench.vocabs import FORMAT_VOCABULARY, format_vocabulary
+    from thinkgate.testing.vocabularies import FORMAT_VOCABULARY, format_vocabulary
     from thinkgate.structured_output import Parser
 
     reasoning, prompt_text, _, _ = CASES[fmt]

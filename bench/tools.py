@@ -40,7 +40,7 @@ None where the grammar rejects that order), ``caller_fill_us`` while it is writt
 the end of the output (``tools/key_check.py``, on the caller-order call). Formats with a renderer here:
 gemma4, hermes, qwen3_6.
 
-Each format uses its family vocabulary (``bench/vocabs.py``: real where an offline
+Each format uses its family vocabulary (``thinkgate/testing/vocabularies.py``: real where an offline
 vocabulary has the markers, else the Qwen3.6 table plus the family's markers). Results are appended
 to ``bench-results/tools.jsonl`` and ``bench-results/tools-conformance.jsonl``.
 """
@@ -123,7 +123,7 @@ def main(args: argparse.Namespace) -> int:
     from bench.harness import print_table, progress, write_rows
     from thinkgate.structured_output.compiler import Compiler
     from thinkgate.structured_output.tools import build_tool_constraint, list_tool_formats
-    from bench.vocabs import FORMAT_VOCABULARY, format_vocabulary
+    from thinkgate.testing.vocabularies import FORMAT_VOCABULARY, format_vocabulary
 
     names = [f for f in list_tool_formats() if f in FORMAT_VOCABULARY and f != "json"]
     if args.formats is None:
@@ -486,7 +486,7 @@ def _props_main(args, names: list[str]) -> int:
     import time
 
     from bench.harness import print_table, progress, write_rows
-    from bench.vocabs import format_vocabulary
+    from thinkgate.testing.vocabularies import format_vocabulary
     from thinkgate.structured_output.compiler import Compiler
     from thinkgate.structured_output.tools import build_tool_constraint
 

@@ -40,7 +40,8 @@ def main(args: argparse.Namespace) -> int:
         print("python -m bench vllm_cpu needs vLLM 0.34 in this Python (bash tests/integration/run.sh builds one)")
         return 2
     from bench.harness import measure, print_table, write_rows
-    from bench.kernels import TOKENIZER_SIZE, _interleaved, realistic_bitmask
+    from bench.kernels import TOKENIZER_SIZE, _interleaved
+    from thinkgate.testing.bitmasks import realistic_bitmask
     from thinkgate.kernels import vllm_cpu_worker
 
     original = CPUStructuredOutputsWorker.apply_grammar_bitmask

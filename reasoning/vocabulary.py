@@ -25,7 +25,7 @@ Three modules, one idea each:
 - :mod:`.vocabularies`: the offline real vocabularies by short name (:func:`load_vocabulary`,
   ``VOCABULARY_NAMES``), re-exported here.
 
-A tiny synthetic vocabulary for unit tests and benchmarks is ``bench.vocabs.byte_level_vocabulary``
+A tiny synthetic vocabulary for unit tests and benchmarks is ``thinkgate.testing.byte_level_vocabulary``
 (not installed with the package).
 """
 

@@ -21,9 +21,9 @@ import gc  # noqa: E402
 import sys  # noqa: E402
 import weakref  # noqa: E402
 
-from bench.vocabs import byte_level_vocabulary  # noqa: E402
 from thinkgate.reasoning.vocabulary import Vocabulary, load_vocabulary  # noqa: E402
 from thinkgate.structured_output.compiler import Compiler  # noqa: E402
+from thinkgate.testing.vocabularies import byte_level_vocabulary  # noqa: E402
 
 # --------------------------------------------------------------------------------------------------
 # compile pools live as long as their module's tests

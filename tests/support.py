@@ -17,12 +17,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bench.vocabs import SYNTHETIC_FAMILIES, synthetic_vocabulary
+from thinkgate.testing.vocabularies import SYNTHETIC_FAMILIES, synthetic_vocabulary
 from template_render import RENDERERS
 from thinkgate.reasoning.base import ReasoningEnd
 from thinkgate.reasoning.markers import TokenMarkerParser
 from thinkgate.reasoning.vocabulary import Vocabulary, load_vocabulary
 from thinkgate.structured_output import Parser, StructuredOutputManager
+from thinkgate.testing.streams import replay
 
 
 # ================================================================================================
@@ -341,7 +342,7 @@ FAMILIES: dict[str, Family] = {f.fmt: f for f in [
            lambda n, a, i: f'<function_call> {{"name": "{n}", "arguments": {_j(a)}}}'),
     Family("internlm", "internlm", None, "<|im_start|>user\nWeather?<|im_end|>\n<|im_start|>assistant\n", "",
            lambda n, a, i: f'<|action_start|><|plugin|>\n{{"name": "{n}", "arguments": {_j(a)}}}<|action_end|>'),
-    # -- xml_a (synthetic vocabularies but mimo's: bench/vocabs.py)
+    # -- xml_a (synthetic vocabularies but mimo's: thinkgate/testing/vocabularies.py)
     Family("seed_oss", "seed", "seed_oss", "<seed:bos>user\nWeather?<seed:eos><seed:bos>assistant\n",
            "<seed:think>I should call a tool.</seed:think>\n",
            lambda n, a, i: f"<seed:tool_call>\n<function={n}>\n" + _xml(n, a, "<parameter={key}>", "</parameter>\n")
@@ -458,19 +459,14 @@ def _masked_out(mgr: StructuredOutputManager, rid: str, t: int) -> bool:
 def run_stream(fam: Family, constraint, ids: list[int], *, check_mask: bool = True) -> int | None:
     """Feed the prompt, then ``ids`` one token at a time (with ``check_mask``, each also checked
     against that step's bitmask). Returns the index of the first rejected token, or None."""
-    v = vocab(fam.vocab)
     mgr, rid = add_ready_request(fam, constraint)
     try:
-        for k, t in enumerate(ids):
-            masked_out = check_mask and _masked_out(mgr, rid, t)
-            res = mgr.accept_tokens(rid, [t])
-            if res.status == "error":
-                assert masked_out or not check_mask, f"token {k} {v.decode([t])!r} rejected but allowed by the mask"
-                return k
-            assert not masked_out, f"token {k} {v.decode([t])!r} accepted but masked out"
-        return None
+        r = replay(mgr, rid, ids, check_mask=check_mask)
     finally:
         mgr.remove_request(rid)
+    assert r.disagreement is None, r.message
+    assert r.status == "error" or r.accepted == len(ids), f"terminated early at token {r.accepted - 1}"
+    return r.accepted if r.status == "error" else None
 
 
 def finish(fam: Family, constraint, output: str, *, check_mask: bool = True) -> None:

@@ -7,7 +7,7 @@ import torch
 from support import assert_table, read_rows
 
 from bench.__main__ import main as bench_main
-from bench.kernels import realistic_bitmask
+from thinkgate.testing.bitmasks import realistic_bitmask
 
 COLUMNS = ["width", "batch", "blocked_frac", "ours_us", "xgr_cpu_us", "fill_us", "torch_us", "xgr_over_ours",
            "ours_over_fill", "ours_over_fill_p10"]

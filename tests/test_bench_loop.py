@@ -37,7 +37,7 @@ def test_loop_tiny(tmp_path, capsys):
 
 def test_loop_workload_every_kind_is_valid_when_scripted(qwen_vocab):
     """The workload's scripted outputs pass their own checker (so a failing loop means the library)."""
-    from bench.workload import DEFAULT_MIX, Workload
+    from thinkgate.testing.workload import DEFAULT_MIX, Workload
 
     for kind in DEFAULT_MIX:
         w = Workload(qwen_vocab, seed=3, mix={kind: 1.0})

@@ -10,7 +10,7 @@ import pytest
 import torch
 import xgrammar as xgr
 
-from bench.vocabs import byte_level_vocabulary
+from thinkgate.testing.vocabularies import byte_level_vocabulary
 from thinkgate.reasoning import Vocabulary
 from thinkgate.structured_output import Compiler, Constraint, StructuredOutputManager
 from thinkgate.structured_output.compiler import control_token_bytes, xgrammar_message

@@ -2,7 +2,7 @@
 link points to a file (and heading) that exists.
 
 Each block runs in a fresh namespace, all of them in one subprocess started in the repository root (so
-the imports and the offline vocabularies load once, and ``bench.vocabs`` is importable as it is from a
+the imports and the offline vocabularies load once, and ``thinkgate.testing.vocabularies`` is importable as it is from a
 checkout). A block that needs an engine or a GPU is fenced ```python skip: <reason>``` and only
 compiled. The first block of README.md is the two commands ``.ci/run`` reads.
 """

@@ -20,7 +20,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from bench.vocabs import format_vocabulary
+from thinkgate.testing.vocabularies import format_vocabulary
 from thinkgate.reasoning.vocabulary import Vocabulary
 from thinkgate.structured_output.tools import (MAX_ARGUMENT_DEPTH, MAX_TOOL_SCHEMA_DEPTH, build_tool_constraint,
                                                get_tool_reader)

@@ -19,7 +19,7 @@ import pytest
 import xgrammar as xgr
 from support import ANCHOR, EXAMPLES, FAMILIES, TOOLS, vocab
 
-from bench.workload import _REGEXES, _SCHEMAS
+from thinkgate.testing.workload import REGEXES, SCHEMAS
 from thinkgate.structured_output import Constraint, RequestStatus, StructuredOutputManager
 from thinkgate.structured_output.jump_forward import single_token
 from thinkgate.structured_output.tools import build_tool_constraint
@@ -102,7 +102,7 @@ def test_forced_tokens_are_the_only_allowed_ones_json_and_regex(vname):
     mgr = StructuredOutputManager(v, None, max_num_seqs=2, num_speculative_tokens=MAX, num_compile_threads=1)
     try:
         found = 0
-        for i, (schema, make) in enumerate(_SCHEMAS[:3]):
+        for i, (schema, make) in enumerate(SCHEMAS[:3]):
             text = json.dumps(make(rng), ensure_ascii=False)
             for ws in (16, None):  # bounded (the default: a BoundedMatcher) and unbounded
                 rid = f"j{i}-{ws}"
@@ -112,7 +112,7 @@ def test_forced_tokens_are_the_only_allowed_ones_json_and_regex(vname):
                 plain = xgr.GrammarMatcher(mgr.compiler.compile(c).grammar) if ws is None else None
                 found += drive(mgr, rid, v.encode(text) + [stop], stops, plain=plain)
                 mgr.remove_request(rid)
-        for i, (pattern, make) in enumerate(_REGEXES):
+        for i, (pattern, make) in enumerate(REGEXES):
             rid = f"r{i}"
             mgr.add_request(rid, Constraint.regex(pattern))
             wait_ready(mgr, rid)

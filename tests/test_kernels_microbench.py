@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from bench.kernels import realistic_bitmask
+from thinkgate.testing.bitmasks import realistic_bitmask
 from thinkgate.kernels import apply_token_bitmask_inplace, apply_token_bitmask_reference
 
 WIDTH, VOCAB, BATCH = 248320, 248077, 16

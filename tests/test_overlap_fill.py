@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from bench.workload import Workload
+from thinkgate.testing.workload import Workload
 from thinkgate.structured_output import Compiler, Constraint, StructuredOutputManager
 
 SCHEMA = {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "string"}}, "required": ["a"]}

@@ -18,7 +18,7 @@ ALLOWED = {  # the subpackages each may import (dependencies point one way)
     "reasoning": set(),
     "kernels": set(),
     "structured_output": {"reasoning"},
-    "thinkgate": {"reasoning", "structured_output", "kernels"},
+    "thinkgate": {"reasoning", "structured_output", "kernels", "testing"},
 }
 
 
@@ -66,6 +66,22 @@ def test_dependencies_point_one_way():
     assert not bad, bad
 
 
+def test_only_the_library_subpackages_stay_off_the_testing_kit():
+    """``thinkgate.testing`` is for tests and benchmarks: no library subpackage imports it."""
+    bad = [f"{p.relative_to(ROOT)} imports {m}" for p in _python_files("reasoning", "kernels", "structured_output")
+           for m in _imports(p) if m.startswith("thinkgate.testing")]
+    assert not bad, bad
+
+
+def test_tests_take_their_fixtures_from_the_kit_not_from_bench():
+    """Only a benchmark's own test (``tests/test_bench_*.py``) imports a ``bench`` module; others may run the
+    command (``bench.__main__``) but take vocabularies and workloads from ``thinkgate.testing``."""
+    bad = [f"{p.relative_to(ROOT)} imports {m}" for p in _python_files("tests")
+           if not p.name.startswith("test_bench_")
+           for m in _imports(p) if m.split(".")[0] == "bench" and m != "bench.__main__"]
+    assert not bad, bad
+
+
 @pytest.mark.slow
 def test_wheel_holds_one_namespace_and_the_prebuilt_kernel(tmp_path):
     out = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
@@ -77,7 +93,7 @@ def test_wheel_holds_one_namespace_and_the_prebuilt_kernel(tmp_path):
     assert tops == {"thinkgate", next(t for t in tops if t.endswith(".dist-info"))}, tops
     for expected in ("thinkgate/__init__.py", "thinkgate/reasoning/qwen3.py", "thinkgate/structured_output/manager.py",
                      "thinkgate/structured_output/tools/__init__.py", "thinkgate/kernels/cpu_bitmask.c",
-                     "thinkgate/kernels/py.typed", "thinkgate/py.typed"):
+                     "thinkgate/kernels/py.typed", "thinkgate/py.typed", "thinkgate/testing/streams.py"):
         assert expected in names, expected
     assert any(n.startswith("thinkgate/kernels/_cpu_bitmask") and n.endswith(".so") for n in names), names
     assert any(n.startswith("thinkgate/structured_output/_jsonws") and n.endswith(".so") for n in names), names

@@ -45,7 +45,7 @@ def test_unknown_names_list_the_known_ones() -> None:
 
 
 def test_every_registered_format_builds_a_parser_on_its_vocabulary() -> None:
-    from bench.vocabs import FORMAT_VOCABULARY
+    from thinkgate.testing.vocabularies import FORMAT_VOCABULARY
     for fmt in list_tool_formats():
         p = Parser(vocab(FORMAT_VOCABULARY[fmt]), None, fmt)
         assert p.tool_format is not None and p.tool_format.name == fmt
@@ -160,7 +160,7 @@ def _work_per_char(fmt: str, vocab_name: str, n: int) -> tuple[float, int]:
 @pytest.mark.parametrize("fmt", ["hermes", "qwen3_6", "deepseek_v4", "mistral", "llama3_json", "kimi_k2",
                                  "gemma4", "openai"])
 def test_stream_work_grows_with_the_deltas_not_with_the_output_so_far(fmt: str) -> None:
-    from bench.vocabs import FORMAT_VOCABULARY
+    from thinkgate.testing.vocabularies import FORMAT_VOCABULARY
     small, small_most = _work_per_char(fmt, FORMAT_VOCABULARY[fmt], 50)
     large, large_most = _work_per_char(fmt, FORMAT_VOCABULARY[fmt], 2000)
     # the characters examined per character of output do not grow with the output (a quadratic reader
@@ -184,7 +184,7 @@ HOSTILE_RUNS = [  # (format, a unit repeated many times in ONE delta: calls that
 
 @pytest.mark.parametrize("fmt,unit", HOSTILE_RUNS)
 def test_a_run_of_broken_calls_in_one_delta_costs_linear_work_and_stays_content(fmt: str, unit: str) -> None:
-    from bench.vocabs import FORMAT_VOCABULARY
+    from thinkgate.testing.vocabularies import FORMAT_VOCABULARY
     v = vocab(FORMAT_VOCABULARY[fmt])
     work = []
     for k in (200, 800):

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.vocabs import byte_level_vocabulary
+from thinkgate.testing.vocabularies import byte_level_vocabulary
 from thinkgate.reasoning import get_reasoning_parser, list_reasoning_parsers, load_reasoning_plugin, register_reasoning_parser
 from thinkgate.reasoning.base import ReasoningParser
 from thinkgate.reasoning.markers import TokenMarkerParser

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pytest
 
-from bench.vocabs import synthetic_vocabulary
+from thinkgate.testing.vocabularies import synthetic_vocabulary
 from thinkgate.reasoning import get_reasoning_parser
 from thinkgate.reasoning.vocabulary import Vocabulary, load_vocabulary
 from thinkgate.structured_output import Compiler, Constraint, RequestStatus, StructuredOutputManager

@@ -21,7 +21,7 @@ A case is a renderer x a corpus example x a mode. Cases a format cannot express 
 issue 11 are in :data:`KNOWN_FAILING_BEFORE_FIX`, with the reason: the test asserts that the failing
 cases are exactly those, so a fix that makes one pass fails the test until its entry is removed (the
 merge empties the list). Vocabularies: the real ones where they have the family's markers (Qwen3.6,
-DeepSeek V4, Magistral, whose ids come from mistral-common's own encoder), else ``bench.vocabs``'s
+DeepSeek V4, Magistral, whose ids come from mistral-common's own encoder), else ``thinkgate.testing.vocabularies``'s
 synthetic ones.
 
 The matrix is slow (a compile per group, seconds each on the 248k-token vocabularies): the ``required``
@@ -45,6 +45,7 @@ from support import CORPUS, FAMILIES, closing_cache, vocab
 from template_render import RENDERERS, render, render_ids
 
 from thinkgate.structured_output.tools import build_tool_constraint, get_tool_reader
+from thinkgate.testing.streams import replay
 
 MODES = ("required", "named", "auto", "strict")
 ENTRIES: list[dict[str, Any]] = CORPUS["tools"]
@@ -396,21 +397,19 @@ def _drive(fam, constraint, ids: list[int], check_mask: bool) -> tuple[bool, str
     v = vocab(fam.vocab)
     mgr, rid = add_ready_request(fam, constraint)
     try:
-        for k, t in enumerate(ids):
-            if check_mask:
-                batch = mgr.grammar_bitmask([rid])
-                if batch is not None and len(batch) and not ((int(batch.bitmask[0, t >> 5]) >> (t & 31)) & 1):
-                    return False, f"token {k} {v.decode([t])!r} masked out after {v.decode(ids[:k])[-50:]!r}"
-            res = mgr.accept_tokens(rid, [t])
-            if res.status == "error":
-                return False, f"token {k} {v.decode([t])!r} rejected after {v.decode(ids[:k])[-50:]!r}"
-            if res.status == "terminated" and k != len(ids) - 1:
-                return False, f"terminated early at token {k}"
-        if res.status != "terminated":
-            return False, "not terminated by the stop token"
-        return True, ""
+        r = replay(mgr, rid, ids, check_mask=check_mask)
     finally:
         mgr.remove_request(rid)
+    k = r.accepted
+    if r.disagreement is not None:
+        return False, r.message or ""
+    if r.status == "error":
+        return False, f"token {k} {v.decode([ids[k]])!r} rejected after {v.decode(ids[:k])[-50:]!r}"
+    if r.status != "terminated":
+        return False, "not terminated by the stop token"
+    if k != len(ids):
+        return False, f"terminated early at token {k - 1}"
+    return True, ""
 
 
 # --------------------------------------------------------------------------------------------------

@@ -29,7 +29,7 @@ from support import (ANCHOR, BY_NAME, EXAMPLES, FAMILIES, FORMATS, QWEN_THINK, S
                      assert_rejected_at, finish, vocab)
 from support import add_ready_request as _add
 
-from bench.vocabs import FORMAT_VOCABULARY, SYNTHETIC_FAMILIES
+from thinkgate.testing.vocabularies import FORMAT_VOCABULARY, SYNTHETIC_FAMILIES
 from thinkgate.reasoning.vocabulary import Vocabulary
 from thinkgate.structured_output.tools import build_tool_constraint, get_tool_reader
 

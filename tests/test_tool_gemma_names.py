@@ -8,7 +8,7 @@ The constraint writes each declared name literally; the reader takes the longest
 key's position. A name the syntax cannot hold is refused with a ``ValueError`` naming the tool, the
 name and the reason (``gemma_name_problem``).
 
-Vocabulary: Gemma 4's synthetic one (``bench/vocabs.py``: the Qwen3.6 table plus Gemma's markers).
+Vocabulary: Gemma 4's synthetic one (``thinkgate/testing/vocabularies.py``: the Qwen3.6 table plus Gemma's markers).
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ which blocks are visible text, what a header is), written as our own cases; the 
 ``template_render.py``'s renderer (vLLM's Inkling encoder). The shared matrices (``test_tool_conformance.py``,
 ``test_parser_stream.py``, ``test_tool_formats.py``) run the family too; the differential against vLLM's own
 parser is ``tests/integration/test_vllm_tool_differential.py``. Vocabulary: the synthetic Inkling table
-(``bench.vocabs``): every Inkling marker is a control token.
+(``thinkgate.testing.vocabularies``): every Inkling marker is a control token.
 """
 
 from __future__ import annotations

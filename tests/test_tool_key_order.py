@@ -18,7 +18,7 @@ The expected texts are written by hand from the templates:
   transformers binds ``tojson`` to ``json.dumps(x, ensure_ascii=False, sort_keys=False)``
   (src/transformers/utils/chat_template_utils.py), so the keys come in the caller's order, never sorted.
 
-Vocabularies: Gemma 4's synthetic one (``bench/vocabs.py``: the Qwen3.6 table plus Gemma's markers as
+Vocabularies: Gemma 4's synthetic one (``thinkgate/testing/vocabularies.py``: the Qwen3.6 table plus Gemma's markers as
 control tokens), Qwen3.6 for hermes.
 """
 

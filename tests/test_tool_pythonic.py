@@ -17,7 +17,7 @@ import pytest
 from support import FAMILIES, assert_rejected_at, finish, vocab
 from template_render import render
 
-from bench.vocabs import synthetic_vocabulary
+from thinkgate.testing.vocabularies import synthetic_vocabulary
 from thinkgate.structured_output.tools import (MarkedDecoder, build_tool_constraint, get_tool_format, get_tool_reader,
                                                list_tool_formats)
 

@@ -16,7 +16,7 @@ import xgrammar as xgr
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from bench.vocabs import format_vocabulary
+from thinkgate.testing.vocabularies import format_vocabulary
 from thinkgate.structured_output.compiler import Compiler
 from thinkgate.structured_output.tools import build_tool_constraint, get_tool_reader
 

@@ -28,7 +28,7 @@ The templates (value rule of each, read for these facts):
   https://huggingface.co/MiniMaxAI/MiniMax-M2/blob/main/chat_template.jinja
 
 ``tojson`` is transformers' (``json.dumps``, separators ``", "`` / ``": "``). Vocabularies: Qwen3.6 for
-the Qwen formats; the synthetic GLM and MiniMax vocabularies of ``bench/vocabs.py`` otherwise.
+the Qwen formats; the synthetic GLM and MiniMax vocabularies of ``thinkgate/testing/vocabularies.py`` otherwise.
 """
 
 from __future__ import annotations

@@ -16,7 +16,7 @@ import xgrammar as xgr
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from bench.vocabs import byte_level_vocabulary
+from thinkgate.testing.vocabularies import byte_level_vocabulary
 from thinkgate.structured_output import Compiler, Constraint, StructuredOutputManager
 from thinkgate.structured_output.whitespace import BoundedMatcher, WhitespaceLexicon
 from thinkgate.structured_output.xgrammar_adapter import build_tokenizer_info

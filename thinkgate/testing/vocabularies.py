@@ -1,7 +1,8 @@
-"""Vocabularies for tests and benchmarks only (no model hub; ``bench/`` is not installed).
+"""Vocabularies for tests, benchmarks and synthetic token streams, built offline (no model hub).
 
-One section per kind of vocabulary, each with its own header; tests import them as
-``from bench.vocabs import ...``.
+One section per kind of vocabulary, each with its own header: a vocabulary per tool format (real where an
+offline package has the family's markers, else *synthetic*: the Qwen3.6 table plus the family's markers as
+control tokens), and a tiny byte-level vocabulary for fast unit tests.
 """
 
 from __future__ import annotations

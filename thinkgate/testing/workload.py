@@ -1,4 +1,4 @@
-"""The simulated engine's workload: requests with constraints, prompts and scripted outputs.
+"""Workloads: requests with constraints, prompts and scripted outputs (the simulated engine of ``python -m bench``).
 
 A :class:`ScriptedRequest` is what a stand-in model "wants" to write: its thinking (text that would
 violate any grammar: braces, quotes, control words), the end marker, then a valid output for its
@@ -22,14 +22,14 @@ from typing import Any
 from thinkgate.reasoning.vocabulary import Vocabulary
 from thinkgate.structured_output import Constraint
 
-__all__ = ["ScriptedRequest", "Workload", "KINDS"]
+__all__ = ["ScriptedRequest", "Workload", "KINDS", "SCHEMAS", "REGEXES"]
 
 KINDS = ("json", "regex", "choice", "tool_required", "tool_named", "tool_auto")
 DEFAULT_MIX = {"json": 0.40, "regex": 0.15, "choice": 0.10, "tool_required": 0.15, "tool_named": 0.10,
                "tool_auto": 0.10}
 
 # -- JSON schemas with a valid instance each (keys in schema order: strict JSON keeps that order) --------
-_SCHEMAS: list[tuple[dict[str, Any], Callable[[random.Random], dict[str, Any]]]] = [
+SCHEMAS: list[tuple[dict[str, Any], Callable[[random.Random], dict[str, Any]]]] = [
     (
         {"type": "object", "properties": {
             "name": {"type": "string", "maxLength": 40},
@@ -88,7 +88,7 @@ _SCHEMAS: list[tuple[dict[str, Any], Callable[[random.Random], dict[str, Any]]]]
     ),
 ]
 
-_REGEXES: list[tuple[str, Callable[[random.Random], str]]] = [
+REGEXES: list[tuple[str, Callable[[random.Random], str]]] = [
     (r"\d{3}-\d{3}-\d{4}", lambda r: f"{r.randint(200, 999)}-{r.randint(100, 999)}-{r.randint(1000, 9999)}"),
     (r"(19|20)\d{2}-(0[1-9]|1[0-2])-(0[1-9]|[12]\d|3[01])",
      lambda r: f"20{r.randint(10, 29)}-{r.randint(1, 12):02d}-{r.randint(1, 28):02d}"),
@@ -202,13 +202,13 @@ class Workload:
         kind = r.choices(list(self.mix), weights=list(self.mix.values()))[0]
         thinking = r.random() < self.think_fraction
         if kind == "json":
-            schema, make = r.choice(_SCHEMAS)
+            schema, make = r.choice(SCHEMAS)
             instance = make(r)
             constraint = Constraint.json_schema(schema)
             text = json.dumps(instance, ensure_ascii=False)
             checker = _json_checker(schema)
         elif kind == "regex":
-            pattern, make = r.choice(_REGEXES)
+            pattern, make = r.choice(REGEXES)
             constraint = Constraint.regex(pattern)
             text = make(r)
             checker = _regex_checker(pattern)
