@@ -55,7 +55,7 @@ except ImportError:  # pragma: no cover - Python < 3.11
     import sre_parse as _sre  # type: ignore[no-redef]
 
 __all__ = ["ResponseTemplate", "TemplateField", "Delimiter", "THINKING", "CONTENT", "TOOL_CALLS",
-           "spellings", "split_group", "response_template_of"]
+           "spellings", "split_group", "cut_groups", "group_span", "response_template_of"]
 
 THINKING, CONTENT, TOOL_CALLS = "thinking", "content", "tool_calls"
 SERVED_FIELDS = (THINKING, CONTENT, TOOL_CALLS)
@@ -299,38 +299,49 @@ def _alternatives(op: Any, arg: Any) -> list[str] | None:
 
 
 def split_group(pattern: str, name: str) -> tuple[tuple[str, ...], re.Pattern[str], tuple[str, ...]] | None:
-    """``pattern`` cut around its top-level named group ``name``: (the texts before it, the group's own
-    pattern, the texts after it), each side a finite set of texts as :func:`spellings` reads them. None
-    when the group is missing, nested in another construct, or a side is no finite set of texts."""
-    try:
-        tree = _sre.parse(pattern)
-    except (re.error, RecursionError, OverflowError):
+    """``pattern`` cut around its named group ``name``: (the texts before it, the group's own pattern, the
+    texts after it), each side a finite set of texts as :func:`spellings` reads them (an empty side is the
+    empty text). None when the group is missing or a side is no finite set of texts (a group nested in
+    another construct leaves a side that is no pattern of its own)."""
+    cut = cut_groups(pattern, name)
+    if cut is None:
         return None
-    gid = tree.state.groupdict.get(name)
-    if gid is None:
-        return None
-    items = list(tree)
-    if items and items[0] == (_sre.AT, _sre.AT_BEGINNING):
-        items = items[1:]
-    at = next((i for i, (op, arg) in enumerate(items) if op is _sre.SUBPATTERN and arg[0] == gid), None)
-    if at is None:
-        return None
-    before, after = _expand(items[:at]), _expand(items[at + 1:])
-    if before is None or after is None:
-        return None
-    body = _group_source(pattern, name)
-    if body is None:
+    before, body, after = cut
+    sides = _side(before), _side(after)
+    if sides[0] is None or sides[1] is None:
         return None
     try:
         group = re.compile(body)
-    except re.error:  # pragma: no cover - it compiled inside the whole pattern
+    except re.error:
         return None
-    return tuple(before), group, tuple(after)
+    return sides[0], group, sides[1]
 
 
-def _group_source(pattern: str, name: str) -> str | None:
-    """The source text of the named group ``name``'s body in ``pattern`` (balanced parentheses, escapes
-    and character classes skipped)."""
+def cut_groups(pattern: str, *names: str) -> list[str] | None:
+    """The source of ``pattern`` cut at its named groups ``names`` (in that order, each after the previous
+    one): ``[text, body, text, body, ..., text]``. None when a group is missing or out of order."""
+    out: list[str] = []
+    rest = pattern
+    for name in names:
+        span = group_span(rest, name)
+        if span is None:
+            return None
+        out += [rest[:span[0] - len(f"(?P<{name}>")], rest[span[0]:span[1]]]
+        rest = rest[span[1] + 1:]
+    return out + [rest]
+
+
+def _side(source: str) -> tuple[str, ...] | None:
+    """The texts a piece of a pattern spells; the empty text for an empty piece (or a bare ``^``)."""
+    if source in ("", "^"):
+        return ("",)
+    return spellings(source)
+
+
+def group_span(pattern: str, name: str) -> tuple[int, int] | None:
+    """Where the body of the named group ``name`` lies in ``pattern``'s source: (its first character, the
+    index of the group's closing parenthesis); parentheses balanced, escapes and character classes
+    skipped. None when there is no such group."""
     opener = f"(?P<{name}>"
     start = pattern.find(opener)
     if start < 0:
@@ -350,6 +361,6 @@ def _group_source(pattern: str, name: str) -> str | None:
         elif c == ")":
             depth -= 1
             if depth == 0:
-                return pattern[start + len(opener):i]
+                return start + len(opener), i
         i += 1
     return None

@@ -18,6 +18,7 @@ from .harmony import HarmonyFormat
 from .json_calls import JsonCallsFormat
 from .marked_json import MarkedJsonFormat
 from .pythonic import PythonicFormat
+from .template import ResponseTemplateFormat
 from .xml_values import ValueStyle
 
 __all__ = ["register_tool_format", "get_tool_format", "list_tool_formats"]
@@ -419,3 +420,8 @@ register_tool_format(AlternativeFormats(
         CallFormat(name="gigachat3_0", markers=_GIGACHAT,
                    call_begin='<|message_sep|>\n\nfunction call<|role_sep|>\n{"name": "{name}", "arguments": ',
                    args=JsonArgs(), call_end="}"))))
+
+# -- template-reading -------------------------------------------------------------------------------
+# vLLM's hf / beam: the call syntax of the checkpoint's response_template, built per model (template.py);
+# beam's grammar differs from hf's only in when vLLM applies it, which thinkgate decides per request.
+register_tool_format(ResponseTemplateFormat("hf", aliases=("beam",)))
