@@ -37,7 +37,8 @@ from typing import Any
 from .base import ENDED
 from .markers import PENDING, TokenMarkerParser
 from .registry import register_reasoning_parser
-from .response_template import CONTENT, THINKING, TOOL_CALLS, ResponseTemplate, response_template_of, split_group
+from .response_template import (CONTENT, THINKING, TOOL_CALLS, Delimiter, ResponseTemplate, response_template_of,
+                                split_group)
 from .vocabulary import Vocabulary
 
 __all__ = ["ResponseTemplateReasoningParser", "TemplateMarkers", "template_markers"]
@@ -57,6 +58,10 @@ class TemplateMarkers:
     content_closers: tuple[str, ...]
     """The content field's closers that are one control token each (``<turn|>``): delimiters, not text,
     so the front end drops their text from the content (the ids stay)."""
+
+
+def _uniq(xs: list[str]) -> tuple[str, ...]:
+    return tuple(dict.fromkeys(xs))
 
 
 def _leading_control(text: str, vocabulary: Vocabulary) -> tuple[str, str] | None:
@@ -79,7 +84,7 @@ def template_markers(template: ResponseTemplate, vocabulary: Vocabulary, who: st
         raise ValueError(f"{who}: the response_template's {THINKING!r} field has no close: nothing in it says "
                          "where the thinking ends")
 
-    def texts(kind: str, delim: Any) -> tuple[str, ...]:
+    def texts(kind: str, delim: Delimiter) -> tuple[str, ...]:
         if delim.texts is None:
             raise ValueError(f"{who}: the {THINKING!r} field's {kind} pattern {delim.pattern!r} is no finite set "
                              "of texts, so no token can stand for it")
@@ -138,10 +143,9 @@ def template_markers(template: ResponseTemplate, vocabulary: Vocabulary, who: st
     content = template.field(CONTENT)
     closers = [t for t in ((content.close.texts or ()) if content and content.close else ())
                if t in vocabulary.special_tokens]
-    uniq = lambda xs: tuple(dict.fromkeys(xs))  # noqa: E731
-    return TemplateMarkers(uniq(starts), labels.pop() if labels else "", uniq(ends),
-                           () if field.open is not None else uniq(others), uniq(turns), field.open is not None,
-                           uniq(closers))
+    return TemplateMarkers(_uniq(starts), labels.pop() if labels else "", _uniq(ends),
+                           () if field.open is not None else _uniq(others), _uniq(turns), field.open is not None,
+                           _uniq(closers))
 
 
 @register_reasoning_parser()

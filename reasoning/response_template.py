@@ -55,7 +55,7 @@ except ImportError:  # pragma: no cover - Python < 3.11
     import sre_parse as _sre  # type: ignore[no-redef]
 
 __all__ = ["ResponseTemplate", "TemplateField", "Delimiter", "THINKING", "CONTENT", "TOOL_CALLS",
-           "spellings", "split_group", "cut_groups", "group_span", "response_template_of"]
+           "spellings", "side_texts", "split_group", "cut_groups", "group_span", "response_template_of"]
 
 THINKING, CONTENT, TOOL_CALLS = "thinking", "content", "tool_calls"
 SERVED_FIELDS = (THINKING, CONTENT, TOOL_CALLS)
@@ -307,7 +307,7 @@ def split_group(pattern: str, name: str) -> tuple[tuple[str, ...], re.Pattern[st
     if cut is None:
         return None
     before, body, after = cut
-    sides = _side(before), _side(after)
+    sides = side_texts(before), side_texts(after)
     if sides[0] is None or sides[1] is None:
         return None
     try:
@@ -331,8 +331,9 @@ def cut_groups(pattern: str, *names: str) -> list[str] | None:
     return out + [rest]
 
 
-def _side(source: str) -> tuple[str, ...] | None:
-    """The texts a piece of a pattern spells; the empty text for an empty piece (or a bare ``^``)."""
+def side_texts(source: str) -> tuple[str, ...] | None:
+    """The texts a piece of a pattern's source spells (:func:`spellings`); the empty text for an empty piece
+    (or a bare ``^``)."""
     if source in ("", "^"):
         return ("",)
     return spellings(source)

@@ -399,7 +399,10 @@ def test_a_name_inside_the_json_content_reads_hermes_calls() -> None:
     assert message(v, as_written, prompt=prompt) == ("ok", None, [ALARM])
     spaced = 'ok</think>Sure.<tool_call>\n{"arguments": {"hour": 7, "label": "morning"}, "name": "set_alarm"}\n</tool_call>'
     assert message(v, spaced, prompt=prompt) == ("ok", "Sure.", [ALARM])
-    spec = build_tool_constraint(TOOLS[:1], "required", format="hf", vocabulary=v).spec
+    c = build_tool_constraint(TOOLS[:1], "required", format="hf", vocabulary=v)
+    # keys in the schema's order, exact: no output check, which would look the format up by name unbound
+    assert c.schema_check is None
+    spec = c.spec
     consts: list[str] = []
 
     def walk(node) -> None:

@@ -43,7 +43,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from thinkgate.reasoning.response_template import (TOOL_CALLS, ResponseTemplate, cut_groups, response_template_of,
-                                                   spellings, split_group)
+                                                   side_texts, split_group)
 from thinkgate.reasoning.vocabulary import Vocabulary
 
 from ..constraints import Constraint
@@ -127,8 +127,8 @@ def _args(content: str, content_args: dict[str, Any], who: str) -> tuple[ArgsSyn
         if isinstance(pattern, str) and isinstance(parser, dict) and parser.get("name") in ("text", "json") \
                 and not parser.get("args"):
             cut = cut_groups(pattern, "key", "value")
-            texts = None if cut is None else [spellings(cut[0]), spellings(cut[2]), spellings(cut[4])]
-            if cut is not None and texts is not None and None not in texts:
+            texts = None if cut is None else [side_texts(cut[0]), side_texts(cut[2]), side_texts(cut[4])]
+            if cut is not None and texts is not None and None not in texts and texts[2] != ("",):
                 begin = texts[0][0] + "{key}" + texts[1][0]  # type: ignore[index]
                 end = texts[2][0]  # type: ignore[index]
                 close = end.strip() or end  # what a value never holds: the closing tag, not its whitespace
