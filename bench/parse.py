@@ -68,6 +68,8 @@ CASES: dict[str, tuple[str | None, str, str, str]] = {
     "gemma4": ("gemma4", "<|turn>user\nWeather?<turn|>\n<|turn>model\n",
                "<|channel>thought\nI should call a tool.<channel|>",
                '<|tool_call>call:get_weather{location:<|"|>Paris<|"|>}<tool_call|>'),
+    "hf": ("hf", "<|turn>user\nWeather?<turn|>\n<|turn>model\n", "<|channel>thought\nI should call a tool.<channel|>",
+           '<|tool_call>call:get_weather{location:<|"|>Paris<|"|>}<tool_call|>'),
     "openai": ("openai_gptoss", "<|start|>user<|message|>Weather?<|end|><|start|>assistant",
                "<|channel|>analysis<|message|>I should call a tool.<|end|><|start|>assistant<|channel|>commentary"
                "<|message|>",
@@ -138,7 +140,7 @@ CASES: dict[str, tuple[str | None, str, str, str]] = {
 LIST_OUTPUT = ("json", "xlam", "pythonic", "llama4_pythonic")
 """Formats whose output is one list of calls (JSON, or Python calls for the pythonic two, whose reader takes
 a list only when it is the whole output): the bench fills it with calls, not content; CASES holds one item."""
-KWARGS: dict[str, dict[str, Any]] = {"gemma4": {"enable_thinking": True}}
+KWARGS: dict[str, dict[str, Any]] = {"gemma4": {"enable_thinking": True}, "hf": {"enable_thinking": True}}
 
 CONTENT = ("The forecast for Paris is mild: 18 °C, light wind <3 m/s>, humidity {62%} [stable]. "
            "Côte d'Azur: 24 °C, ciel dégagé. 北京：晴，温度适中。 ")

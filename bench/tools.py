@@ -89,6 +89,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="with --props: every other property required, or none (default half)")
 
 
+def bound(fmt: str, vocab) -> dict:
+    """``{"vocabulary": vocab}`` for a format whose syntax its model's response template gives (``hf``);
+    ``{}`` for the others, whose constraints the bench builds without a vocabulary."""
+    from thinkgate.structured_output.tools import get_tool_format
+    from thinkgate.structured_output.tools.template import ResponseTemplateFormat
+
+    return {"vocabulary": vocab} if isinstance(get_tool_format(fmt), ResponseTemplateFormat) else {}
+
+
 def corpus_entries(*, base: bool = False) -> list[dict]:
     """The corpus entries (``{"tool", "examples"[, "shapes"]}``) of ``tests/data/tools/corpus.json``; with
     ``base``, only the base corpus (the entries without ``"shapes"``, the set the compile columns measure)."""
@@ -148,7 +157,7 @@ def main(args: argparse.Namespace) -> int:
         for n in args.sizes:
             tools = corpus_tools(n)
             t0 = time.perf_counter()
-            c = build_tool_constraint(tools, "required", format=fmt)
+            c = build_tool_constraint(tools, "required", format=fmt, **bound(fmt, vocab))
             build_ms = (time.perf_counter() - t0) * 1e3
             assert c is not None
             base = schema_order_constraint(fmt, tools)
@@ -249,7 +258,7 @@ def conformance_row(renderer: str, fmt: str, vocab, comp, max_tools: int = 0) ->
     taken, refused = [], 0
     for e in entries:
         try:
-            build_tool_constraint([e["tool"]], "required", format=fmt)
+            build_tool_constraint([e["tool"]], "required", format=fmt, **bound(fmt, vocab))
             taken.append(e)
         except ValueError:
             refused += 1
@@ -261,7 +270,7 @@ def conformance_row(renderer: str, fmt: str, vocab, comp, max_tools: int = 0) ->
     for g in range(0, len(taken), CONFORMANCE_GROUP):
         group = taken[g:g + CONFORMANCE_GROUP]
         tools = [e["tool"] for e in group]
-        c = build_tool_constraint(tools, "required", format=fmt)
+        c = build_tool_constraint(tools, "required", format=fmt, **bound(fmt, vocab))
         comp.clear_cache()
         t0 = time.perf_counter()
         compiled = comp.compile(c)
@@ -383,6 +392,7 @@ def _render_call(fmt: str, tool: dict) -> str | None:
                  "<arg_key>unit</arg_key>\n<arg_value>celsius</arg_value>\n</tool_call>",
         "minimax_m2": f'<minimax:tool_call>\n<invoke name="get_weather">\n{xml["minimax_m2"]}</invoke>\n</minimax:tool_call>',
         "gemma4": '<|tool_call>call:get_weather{location:<|"|>Zürich, 8001 <b>CH</b><|"|>,unit:<|"|>celsius<|"|>}<tool_call|>',
+        "hf": '<|tool_call>call:get_weather{location:<|"|>Zürich, 8001 <b>CH</b><|"|>,unit:<|"|>celsius<|"|>}<tool_call|>',
         "openai": f"<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>{j}",
     }.get(fmt)
 
@@ -498,10 +508,10 @@ def _props_main(args, names: list[str]) -> int:
         if comp is None:
             progress(f"vocabulary {vocab.name}")
             comp = compilers[vocab.name] = Compiler(vocab, num_threads=args.threads)
-            comp.compile(build_tool_constraint([props_tool(1)[0]], "required", format=fmt))  # start the workers
+            comp.compile(build_tool_constraint([props_tool(1)[0]], "required", format=fmt, **bound(fmt, vocab)))  # start the workers
         for n in args.props:
             tool, call_args = props_tool(n, args.required)
-            c = build_tool_constraint([tool], "required", format=fmt)
+            c = build_tool_constraint([tool], "required", format=fmt, **bound(fmt, vocab))
             assert c is not None
             base = schema_order_constraint(fmt, [tool])
             if base is not None and base.key == c.key:

@@ -262,7 +262,7 @@ class TokenMarkerParser(ReasoningParser):
         if state == PENDING:
             lead = next((m for m in self._marker_text.values() if text.startswith(m)), None)
             if lead is None or lead in (self._marker_text[t] for t in self.implicit_end_ids):
-                return "", text
+                return "", self._strip_content(text)
         best: tuple[int, int, bool] | None = None  # (position, marker length, is content)
         for t in self._stop_ids:
             m = self._marker_text[t]

@@ -76,6 +76,8 @@ _BUILTIN_MODULES: dict[str, str] = {
     "zaya": "zaya",
     "openai_gptoss": "gptoss",
     "gpt_oss": "gptoss",
+    "hf": "hf",
+    "beam": "hf",
 }
 
 

@@ -9,7 +9,10 @@ A :class:`Vocabulary` is the model's token table as the rest of thinkgate needs 
   or free text unless its format names them;
 - ``stop_token_ids``: the ids that end generation (eos, ``<|im_end|>``...);
 - ``vocab_size``: the tokenizer's size (max id + 1); ``logits_width``: the model's logits width, often
-  larger (padding ids past ``vocab_size`` are never allowed).
+  larger (padding ids past ``vocab_size`` are never allowed);
+- ``response_template``: the checkpoint's ``response_template`` metadata (``tokenizer_config.json``;
+  transformers keeps it as ``tokenizer.response_template``), or None. The template-reading families
+  (``hf``, ``beam``: :mod:`.response_template`) take their markers and call syntax from it.
 
 It lives in ``reasoning`` because that is the lowest layer that needs it (``structured_output`` uses
 ``reasoning``, never the reverse); ``structured_output`` re-exports it.
@@ -31,6 +34,7 @@ A tiny synthetic vocabulary for unit tests and benchmarks is ``thinkgate.testing
 
 from __future__ import annotations
 
+import copy
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
@@ -60,6 +64,10 @@ class Vocabulary:
         special token. Tests and benchmarks use it to build synthetic token streams.
     bos_token_id:
         The id prepended at the start of a prompt, if any.
+    response_template:
+        The checkpoint's ``response_template`` metadata (a JSON object: ``fields``, ``start_anchor``
+        ...), kept as given (a deep copy); None when the checkpoint has none. Read by the
+        template-reading families only (:mod:`.response_template` validates it when they are built).
     """
 
     def __init__(
@@ -72,6 +80,7 @@ class Vocabulary:
         logits_width: int | None = None,
         encode: Callable[[str], list[int]] | None = None,
         bos_token_id: int | None = None,
+        response_template: Mapping[str, Any] | None = None,
     ) -> None:
         self.name = name
         self.token_bytes: tuple[bytes, ...] = tuple(token_bytes)
@@ -92,6 +101,11 @@ class Vocabulary:
             raise ValueError(f"vocabulary {name!r}: logits_width {width} is smaller than the tokenizer size {n}")
         self.logits_width = width
         self.bos_token_id = bos_token_id
+        if response_template is not None and not isinstance(response_template, Mapping):
+            raise ValueError(f"vocabulary {name!r}: response_template must be a mapping (the checkpoint's "
+                             f"JSON object), got {type(response_template).__name__}")
+        self.response_template: dict[str, Any] | None = (
+            None if response_template is None else copy.deepcopy(dict(response_template)))
         self._encode = encode
         self._lock = threading.Lock()
         self._id_by_bytes: dict[bytes, int] | None = None
@@ -144,6 +158,14 @@ class Vocabulary:
         if self._encode is None:
             raise ValueError(f"vocabulary {self.name!r} has no encoder")
         return list(self._encode(text))
+
+    def with_response_template(self, response_template: Mapping[str, Any] | None) -> Vocabulary:
+        """The same token table with ``response_template`` (None: without one); the tables are shared,
+        not copied. For a checkpoint whose tokenizer does not carry the template (a tokenizer.json, a
+        tiktoken file) and for tests."""
+        return Vocabulary(self.name, self.token_bytes, self.special_tokens, self.stop_token_ids,
+                          logits_width=self.logits_width, encode=self._encode, bos_token_id=self.bos_token_id,
+                          response_template=response_template)
 
     # -- adapters (built in vocabulary_adapters) -------------------------------------------------
     @classmethod

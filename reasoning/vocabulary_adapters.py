@@ -24,7 +24,7 @@ from typing import Any
 
 from .vocabulary import Vocabulary
 
-__all__ = ["from_tiktoken", "from_tekken", "from_tokenizer_json", "from_hf_tokenizer", "coerce"]
+__all__ = ["from_tiktoken", "from_tekken", "from_tokenizer_json", "from_hf_tokenizer", "hf_response_template", "coerce"]
 
 
 def from_tiktoken(
@@ -133,7 +133,7 @@ def from_hf_tokenizer(
     tokenizer: Any, *, logits_width: int | None = None, name: str | None = None
 ) -> Vocabulary:
     """A ``transformers`` tokenizer (fast or slow). Added tokens are the control tokens; eos is the
-    stop token."""
+    stop token; the checkpoint's ``response_template`` comes along (:func:`hf_response_template`)."""
     vocab: dict[str, int] = dict(tokenizer.get_vocab())
     added: dict[str, int] = {}
     for tid, tok in getattr(tokenizer, "added_tokens_decoder", {}).items():
@@ -149,7 +149,20 @@ def from_hf_tokenizer(
         return list(tokenizer.encode(text, add_special_tokens=False))
 
     return Vocabulary(name or getattr(tokenizer, "name_or_path", "hf") or "hf", token_bytes, added, stops,
-                      logits_width=logits_width, encode=encode, bos_token_id=tokenizer.bos_token_id)
+                      logits_width=logits_width, encode=encode, bos_token_id=tokenizer.bos_token_id,
+                      response_template=hf_response_template(tokenizer))
+
+
+def hf_response_template(tokenizer: Any) -> dict[str, Any] | None:
+    """The ``response_template`` metadata of a Hugging Face tokenizer, or None: the tokenizer's
+    ``response_template`` attribute (transformers 5 reads it from ``tokenizer_config.json``), else that
+    config field as ``init_kwargs`` holds it (earlier transformers keep unknown fields there). The same
+    two places vLLM 0.34 reads (``vllm/parser/response_template.py``). Anything that is not a JSON
+    object counts as none."""
+    template = getattr(tokenizer, "response_template", None)
+    if not isinstance(template, Mapping):
+        template = (getattr(tokenizer, "init_kwargs", None) or {}).get("response_template")
+    return dict(template) if isinstance(template, Mapping) else None
 
 
 def coerce(obj: Any) -> Vocabulary:

@@ -12,7 +12,8 @@ Lifetimes
   (``structured_output/tools/formats.py``), either of which may be None, and built once per model. It is
   validated against the vocabulary at construction: the reasoning parser resolves its markers (a missing
   one is a ``ValueError`` naming it) and every marker of the tool format's call syntax must be a single
-  token (:attr:`~.tools.ToolFormat.required_markers`; a missing one is a ``ValueError`` naming it). It is
+  token (:attr:`~.tools.ToolFormat.required_markers`; a missing one is a ``ValueError`` naming it); a
+  template-reading format (``hf`` / ``beam``) is first built from the vocabulary's response template. It is
   immutable afterwards and shared by every request and thread.
 - A **request view** (:meth:`Parser.request`, a :class:`~.parse_request.RequestParser`) holds one request's
   tools, tool_choice, parallel_tool_calls, include_reasoning, chat_template_kwargs and prompt ids. Its
@@ -56,7 +57,7 @@ class Parser:
             self.reasoning_parser = get_reasoning_parser(reasoning)(self.vocabulary, self.chat_template_kwargs)
         self.tool_format: ToolFormat | None = None
         if tools is not None:
-            fmt = get_tool_format(tools)
+            fmt = get_tool_format(tools).for_vocabulary(self.vocabulary)  # hf / beam: the vocabulary's template
             for marker in fmt.required_markers:
                 if self.vocabulary.token_id(marker) is None:
                     raise ValueError(f"tool format {fmt.name!r}: the vocabulary {self.vocabulary.name!r} has no "

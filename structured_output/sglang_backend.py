@@ -385,7 +385,8 @@ class ThinkgateGrammarBackend(BaseGrammarBackend):
             vocab = Vocabulary.from_hf_tokenizer(tokenizer, logits_width=vocab_size, name="sglang")
         if stop_token_ids and frozenset(stop_token_ids) != vocab.stop_token_ids:  # the model's eos ids rule
             vocab = Vocabulary(vocab.name, vocab.token_bytes, vocab.special_tokens, stop_token_ids,
-                               logits_width=vocab.logits_width, encode=vocab.encode, bos_token_id=vocab.bos_token_id)
+                               logits_width=vocab.logits_width, encode=vocab.encode, bos_token_id=vocab.bos_token_id,
+                               response_template=vocab.response_template)
         self.vocabulary = vocab
         self.vocab_size = vocab.logits_width
         if isinstance(reasoning_parser, str):

@@ -28,6 +28,7 @@ SGLANG_TOOL_PARSERS: dict[str, str] = {
     "poolside_v1": "poolside_v1", "pythonic": "pythonic", "step3": "step3",
     "interns1": "internlm",                                            # InternlmDetector: <|action_start|><|plugin|>
     "hunyuan": "hunyuan_a13b", "gigachat3": "gigachat3", "inkling": "inkling",
+    "response_template": "hf",                                         # the checkpoint's response_template
 }
 """SGLang name -> the thinkgate format of the same syntax (served once that format is registered)."""
 
@@ -36,8 +37,6 @@ SGLANG_TOOL_UNSERVED: dict[str, str] = {
     "spark25": "Spark2.5's XML-KV syntax; vLLM 0.34 has no parser of it and thinkgate no format",
     "trinity": "Trinity's syntax; vLLM 0.34 has no parser of it and thinkgate no format",
     "iquest_q1": "IQuest-Q1's <iquest_tool_call> syntax; vLLM 0.34 has no parser of it and thinkgate no format",
-    "response_template": "built at run time from the model's response template (regex groups), not one syntax; "
-                         "thinkgate has no template-derived format",
 }
 """SGLang names thinkgate does not serve, with the reason."""
 

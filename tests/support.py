@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from thinkgate.testing.vocabularies import SYNTHETIC_FAMILIES, synthetic_vocabulary
+from thinkgate.testing.vocabularies import is_synthetic, synthetic_vocabulary
 from template_render import RENDERERS
 from thinkgate.reasoning.base import ReasoningEnd
 from thinkgate.reasoning.markers import TokenMarkerParser
@@ -120,7 +120,7 @@ ANCHOR = "get_weather"
 @functools.lru_cache(maxsize=None)
 def vocab(name: str) -> Vocabulary:
     """A real vocabulary by name, or a synthetic family (the Qwen3.6 table plus the family's markers)."""
-    if name in SYNTHETIC_FAMILIES:
+    if is_synthetic(name):
         return synthetic_vocabulary(name)
     return load_vocabulary(name)  # type: ignore[arg-type]
 
@@ -322,6 +322,11 @@ FAMILIES: dict[str, Family] = {f.fmt: f for f in [
            "<|channel>thought\nI should call a tool.<channel|>",
            lambda n, a, i: f"<|tool_call>call:{n}{_gemma(a)}<tool_call|>", kwargs={"enable_thinking": True},
            xml=('{location:<|"|>', '<|"|>')),
+    # the template-reading format over Gemma 4's response template (thinkgate/testing/vocabularies.py): Gemma 4's calls
+    Family("hf", "gemma_template", "hf", "<|turn>user\nWeather?<turn|>\n<|turn>model\n",
+           "<|channel>thought\nI should call a tool.<channel|>",
+           lambda n, a, i: f"<|tool_call>call:{n}{_gemma(a)}<tool_call|>", kwargs={"enable_thinking": True},
+           xml=('{location:<|"|>', '<|"|>')),
     Family("llama3_json", "llama", None, "<|start_header_id|>assistant<|end_header_id|>\n\n", "",
            lambda n, a, i: f'{{"name": "{n}", "parameters": {_j(a)}}}', sep="; "),
     Family("openai", "harmony", "openai_gptoss", "<|start|>user<|message|>Weather?<|end|><|start|>assistant",
@@ -434,6 +439,16 @@ FORMATS = list(FAMILIES)
 # driving the manager
 
 _RID = [0]
+
+
+def bound(fmt: str) -> dict[str, Any]:
+    """``{"vocabulary": ...}`` for a format whose syntax its model's response template gives (``hf`` / ``beam``:
+    the family's template vocabulary); ``{}`` for every other format, whose constraint and readers these
+    tests build without a vocabulary."""
+    from thinkgate.structured_output.tools import get_tool_format
+    from thinkgate.structured_output.tools.template import ResponseTemplateFormat
+
+    return {"vocabulary": vocab(FAMILIES[fmt].vocab)} if isinstance(get_tool_format(fmt), ResponseTemplateFormat) else {}
 
 
 def add_ready_request(fam: Family, constraint) -> tuple[StructuredOutputManager, str]:

@@ -704,6 +704,9 @@ RENDERERS: dict[str, Renderer] = {r.name: r for r in [
     Renderer("gemma4", "gemma4", "vllm-project/vllm examples/tool_chat_template_gemma4.jinja (Gemma 4's "
              "template: format_argument, dictsort)", _gemma4,
              notes="keys sorted at every level; null written as Jinja writes None"),
+    Renderer("hf_gemma4", "hf", "Gemma 4's response_template (its tokenizer_config.json, thinkgate/testing/vocabularies.py) read by "
+             "the template-reading format; the calls as Gemma 4's template writes them (above)", _gemma4,
+             notes="the format is built from the template's tool_calls field: Gemma 4's syntax"),
     Renderer("openai", "openai", "openai/harmony (the harmony format guide and its renderer)", _harmony,
              parallel=False),
     Renderer("gpt_oss_template", "openai", _HF + "openai/gpt-oss-20b chat_template.jinja", _gpt_oss_template,

@@ -20,10 +20,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from thinkgate.testing.vocabularies import format_vocabulary
+from support import bound
+
 from thinkgate.reasoning.vocabulary import Vocabulary
 from thinkgate.structured_output.tools import (MAX_ARGUMENT_DEPTH, MAX_TOOL_SCHEMA_DEPTH, build_tool_constraint,
                                                get_tool_reader)
+from thinkgate.testing.vocabularies import format_vocabulary
 
 NOTE_PARAMS = {"type": "object", "properties": {"text": {"type": "string"}, "n": {"type": "integer"}},
                "required": ["text"]}
@@ -132,7 +134,7 @@ def test_read_ids_takes_only_calls_made_of_control_tokens(fmt: str) -> None:
     v = vocab_of(fmt)
     call = calls_text(fmt, [("note", {"text": "hi"})])
     lead = "I could write "
-    reader = get_tool_reader(fmt, TOOLS)
+    reader = get_tool_reader(fmt, TOOLS, **bound(fmt))
     if fmt == "openai":
         real = final("Let me see.") + call
         assert read_calls(reader.read_ids(real_ids(v, real), v)) == [("note", {"text": "hi"})]
@@ -159,7 +161,7 @@ def test_a_call_needs_every_marker_as_a_control_token(fmt: str) -> None:
                "openai": "<|call|>"}[fmt]
     head, tail = call[:call.rindex(closing)], call[call.rindex(closing):]
     ids = real_ids(v, head) + spelled_ids(v, tail)
-    got = get_tool_reader(fmt, TOOLS).read_ids(ids, v)
+    got = get_tool_reader(fmt, TOOLS, **bound(fmt)).read_ids(ids, v)
     assert got.calls == ()
 
 
@@ -195,7 +197,7 @@ def _both_entry_points(fmt: str, reader, text: str):
 @pytest.mark.parametrize("fmt", FORMATS)
 def test_tool_choice_none_reads_no_calls(fmt: str) -> None:
     text = calls_text(fmt, [("note", {"text": "hi"})])
-    for got in _both_entry_points(fmt, get_tool_reader(fmt, TOOLS, "none"), text):
+    for got in _both_entry_points(fmt, get_tool_reader(fmt, TOOLS, "none", **bound(fmt)), text):
         assert got.calls == ()
         if fmt != "openai":
             assert got.content == text.strip()
@@ -215,14 +217,14 @@ def test_parallel_calls_off_returns_the_first_call_and_the_rest_stays_content(fm
         first, second = one_call(fmt, "note", {"text": "a"}), one_call(fmt, "ping", {})
         text = first + "\n" + second
         rest = second
-    reader = get_tool_reader(fmt, TOOLS, parallel_tool_calls=False)
+    reader = get_tool_reader(fmt, TOOLS, parallel_tool_calls=False, **bound(fmt))
     for got in _both_entry_points(fmt, reader, text):
         assert read_calls(got) == [("note", {"text": "a"})]
         assert got.content == rest
-    named = get_tool_reader(fmt, TOOLS, {"type": "function", "function": {"name": "note"}})
+    named = get_tool_reader(fmt, TOOLS, {"type": "function", "function": {"name": "note"}}, **bound(fmt))
     assert read_calls(named.read(text)) == [("note", {"text": "a"})]
     # parallel calls on: both
-    assert [c.name for c in get_tool_reader(fmt, TOOLS).read(text).calls] == ["note", "ping"]
+    assert [c.name for c in get_tool_reader(fmt, TOOLS, **bound(fmt)).read(text).calls] == ["note", "ping"]
 
 
 @pytest.mark.parametrize("fmt", FORMATS)
@@ -232,11 +234,11 @@ def test_call_to_a_tool_outside_the_allowed_ones_is_content(fmt: str) -> None:
         {"type": "function", "function": {"name": "note"}}]}}
     named_other = {"type": "function", "function": {"name": "note"}}
     for choice in (allowed, named_other):
-        for got in _both_entry_points(fmt, get_tool_reader(fmt, TOOLS, choice), text):
+        for got in _both_entry_points(fmt, get_tool_reader(fmt, TOOLS, choice, **bound(fmt)), text):
             assert got.calls == ()
             assert got.content == ("{}" if fmt == "openai" else text.strip())
     # undeclared
-    for got in _both_entry_points(fmt, get_tool_reader(fmt, [NOTE]), text):
+    for got in _both_entry_points(fmt, get_tool_reader(fmt, [NOTE], **bound(fmt)), text):
         assert got.calls == ()
 
 
@@ -244,15 +246,16 @@ def test_call_to_a_tool_outside_the_allowed_ones_is_content(fmt: str) -> None:
 def test_strict_arguments_are_validated_against_the_schema(fmt: str) -> None:
     bad = calls_text(fmt, [("note", {"n": 1})])          # "text" is required
     good = calls_text(fmt, [("note", {"text": "x", "n": 1})])
-    readers = [get_tool_reader(fmt, [STRICT_NOTE, PING]), get_tool_reader(fmt, TOOLS, strictness="parameter"),
-               get_tool_reader(fmt, TOOLS, "required")]
+    readers = [get_tool_reader(fmt, [STRICT_NOTE, PING], **bound(fmt)),
+               get_tool_reader(fmt, TOOLS, strictness="parameter", **bound(fmt)),
+               get_tool_reader(fmt, TOOLS, "required", **bound(fmt))]
     for reader in readers:
         for got in _both_entry_points(fmt, reader, bad):
             assert got.calls == ()
             assert got.content == ('{"n": 1}' if fmt == "openai" else bad.strip())
         assert read_calls(reader.read(good)) == [("note", {"text": "x", "n": 1})]
     # not strict, not forced: any arguments (XML formats then read values as raw text)
-    assert [c.name for c in get_tool_reader(fmt, TOOLS).read(bad).calls] == ["note"]
+    assert [c.name for c in get_tool_reader(fmt, TOOLS, **bound(fmt)).read(bad).calls] == ["note"]
 
 
 def test_json_format_refuses_the_whole_array_when_a_call_is_refused() -> None:
@@ -280,7 +283,7 @@ def _nested_schema(levels: int) -> dict[str, Any]:
 def test_tool_schema_nested_past_the_limit_is_a_clear_error(fmt: str) -> None:
     deep = [{"type": "function", "function": {"name": "f", "parameters": _nested_schema(250)}}]
     with pytest.raises(ValueError, match=f"deeper than {MAX_TOOL_SCHEMA_DEPTH} levels"):
-        build_tool_constraint(deep, "required", format=fmt)
+        build_tool_constraint(deep, "required", format=fmt, **bound(fmt))
     with pytest.raises(ValueError, match="MAX_TOOL_SCHEMA_DEPTH"):
         get_tool_reader(fmt, deep)
     # the limit counts objects / arrays: two per property level, the innermost {"type": "string"} one
@@ -306,6 +309,7 @@ TRIGGERS = {
     "glm47": "<tool_call>f<arg_key>x</arg_key><arg_value>",
     "minimax_m2": '<minimax:tool_call>\n<invoke name="f">\n<parameter name="x">',
     "gemma4": "<|tool_call>call:f{x:",
+    "hf": "<|tool_call>call:f{x:",  # Gemma 4's response template: its calls
 }
 F = {"type": "function", "function": {"name": "f", "parameters": {"type": "object", "properties": {
     "x": {"type": "array"}}}}}
@@ -316,7 +320,7 @@ F = {"type": "function", "function": {"name": "f", "parameters": {"type": "objec
 def test_arguments_nested_5000_deep_are_content_not_a_crash(fmt: str, closed: bool) -> None:
     text = TRIGGERS[fmt] + "[" * 5000 + ("]" * 5000 + "}" if closed else "")
     for choice in ("auto", "required"):
-        got = get_tool_reader(fmt, [F], choice).read(text)
+        got = get_tool_reader(fmt, [F], choice, **bound(fmt)).read(text)
         # harmony: a refused call's body is content (its header is syntax)
         assert got.calls == () and got.content == (text[len(TRIGGERS[fmt]):] if fmt == "openai" else text)
 
@@ -381,7 +385,7 @@ def test_only_calls_made_of_control_tokens_are_read(fmt: str, segments: list[tup
             first = _special_re(v).search(call)
             assert first is not None
             ids += real_ids(v, call[:first.end()]) + spelled_ids(v, call[first.end():])
-    got = get_tool_reader(fmt, TOOLS).read_ids(ids, v)
+    got = get_tool_reader(fmt, TOOLS, **bound(fmt)).read_ids(ids, v)
     assert read_calls(got) == expected
     for call in refused:
         assert call.strip() in (got.content or "")

@@ -167,6 +167,7 @@ MALFORMED = {
     "kimi_k2": ("<|tool_calls_section_begin|><|tool_call_begin|>functions.get_weather:0<|tool_call_argument_begin|>"
                 '{"location": "Zürich",}<|tool_call_end|><|tool_calls_section_end|>'),
     "gemma4": '<|tool_call>call:get_weather{location:<|"|>Zürich}<tool_call|>',
+    "hf_gemma4": '<|tool_call>call:get_weather{location:<|"|>Zürich}<tool_call|>',
 }
 
 

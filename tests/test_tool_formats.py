@@ -26,10 +26,10 @@ from typing import Any
 import jsonschema
 import pytest
 from support import (ANCHOR, BY_NAME, EXAMPLES, FAMILIES, FORMATS, QWEN_THINK, STRICT_TOOL, TOOLS, Family,
-                     assert_rejected_at, finish, vocab)
+                     assert_rejected_at, bound, finish, vocab)
 from support import add_ready_request as _add
 
-from thinkgate.testing.vocabularies import FORMAT_VOCABULARY, SYNTHETIC_FAMILIES
+from thinkgate.testing.vocabularies import FORMAT_VOCABULARY, is_synthetic
 from thinkgate.reasoning.vocabulary import Vocabulary
 from thinkgate.structured_output.tools import build_tool_constraint, get_tool_reader
 
@@ -64,7 +64,7 @@ def renderable(fam: Family, args: dict[str, Any]) -> bool:
 def check_reader(fam: Family, tools, choice, output: str, expected: list[tuple[str, dict[str, Any]]], *,
                  parallel: bool = True, content: str | None = None, **kw: Any) -> None:
     text = output if fam.fmt == "openai" else output  # harmony: the reader takes the whole output
-    got = get_tool_reader(fam.fmt, tools, choice, parallel_tool_calls=parallel, **kw).read(text)
+    got = get_tool_reader(fam.fmt, tools, choice, parallel_tool_calls=parallel, **kw, **bound(fam.fmt)).read(text)
     assert [(c.name, json.loads(c.arguments)) for c in got.calls] == expected
     assert got.content == content
     for c in got.calls:  # the family's own id scheme where it has one (tools/call_ids.py)
@@ -116,7 +116,7 @@ def constraint(fmt: str, mode: str, parallel: bool = True):
         choice = "auto"
     else:
         choice = "required"
-    c = build_tool_constraint(tools, choice, format=fmt, parallel_tool_calls=parallel)
+    c = build_tool_constraint(tools, choice, format=fmt, parallel_tool_calls=parallel, **bound(fmt))
     assert c is not None
     return c, tools, choice
 
@@ -210,10 +210,10 @@ def test_auto_with_strict_tool(fmt: str) -> None:
     if fmt == "openai":
         text_only = "<|channel|>final<|message|>It is sunny."
         finish(fam, c, fam.thinking + text_only)
-        assert get_tool_reader(fmt, tools, choice).read(fam.thinking + text_only).content == "It is sunny."
+        assert get_tool_reader(fmt, tools, choice, **bound(fmt)).read(fam.thinking + text_only).content == "It is sunny."
     else:
         finish(fam, c, fam.thinking + "It is sunny in Zürich.")
-        assert get_tool_reader(fmt, tools, choice).read("It is sunny in Zürich.").content == "It is sunny in Zürich."
+        assert get_tool_reader(fmt, tools, choice, **bound(fmt)).read("It is sunny in Zürich.").content == "It is sunny in Zürich."
     # a call of the strict tool with a wrong argument type is rejected
     bad = fam.block([(STRICT_TOOL, {"key": "α-β", "exact": "yes"})])
     good = fam.block(calls)
@@ -314,7 +314,7 @@ def test_family_vocabularies() -> None:
     for fmt, fam in FAMILIES.items():
         assert FORMAT_VOCABULARY[fmt] == fam.vocab
         v = vocab(fam.vocab)
-        assert ("synthetic" in v.name) == (fam.vocab in SYNTHETIC_FAMILIES)
+        assert ("synthetic" in v.name) == is_synthetic(fam.vocab)
         # the family's prompt and thinking markers are single control tokens of its vocabulary
         ids = v.encode(fam.prompt + fam.thinking)
         assert v.decode(ids) == fam.prompt + fam.thinking

@@ -10,8 +10,10 @@ from typing import Any
 import jsonschema
 import pytest
 
-from thinkgate.structured_output.tools import (build_tool_constraint, get_tool_reader, list_tool_formats,
-                                     normalize_tool_request, tool_calls_json_schema)
+from thinkgate.testing.vocabularies import format_vocabulary
+from thinkgate.structured_output.tools import (build_tool_constraint, get_tool_format, get_tool_reader,
+                                               list_tool_formats, normalize_tool_request, tool_calls_json_schema)
+from thinkgate.structured_output.tools.template import ResponseTemplateFormat
 
 CORPUS = json.loads((Path(__file__).parent / "data" / "tools" / "corpus.json").read_text(encoding="utf-8"))
 # the base corpus (the real-world "shapes" entries are test_tool_conformance.py's)
@@ -194,8 +196,11 @@ def test_root_refs_are_rejected_clearly() -> None:
 def test_callers_tools_are_never_mutated(fmt: str) -> None:
     tools = copy.deepcopy(TOOLS)
     before = copy.deepcopy(tools)
+    # a template-reading format (hf) takes its syntax from its model's vocabulary
+    v = format_vocabulary(fmt) if isinstance(get_tool_format(fmt), ResponseTemplateFormat) else None
     for choice in ("required", "auto", {"type": "function", "function": {"name": "transfer_funds"}}):
-        build_tool_constraint(tools, choice, format=fmt, parallel_tool_calls=False, strictness="parameter")
+        build_tool_constraint(tools, choice, format=fmt, parallel_tool_calls=False, strictness="parameter",
+                              vocabulary=v)
     assert tools == before
     # and what we keep is ours: changing the caller's objects later changes nothing we hold
     r = normalize_tool_request(tools, "required")

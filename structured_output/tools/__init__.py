@@ -78,9 +78,10 @@ def build_tool_constraint(
     ``"schema"`` admits the schema's order only, exact token by token (what xgrammar's JSON schemas do).
 
     Raises ``ValueError`` for a bad request (see :func:`normalize_tool_request`), an unknown format
-    (listing the known ones), or a schema the format cannot write. The caller's tools are never
-    mutated."""
-    fmt = get_tool_format(format)
+    (listing the known ones), or a schema the format cannot write. A template-reading format (``hf`` /
+    ``beam``) needs ``vocabulary``, whose response template gives its syntax (``ValueError`` without it).
+    The caller's tools are never mutated."""
+    fmt = get_tool_format(format).for_vocabulary(vocabulary)
     if max_whitespace is not None and (isinstance(max_whitespace, bool) or not isinstance(max_whitespace, int)
                                        or max_whitespace < 1):
         raise ValueError(f"max_whitespace must be a positive integer or None, got {max_whitespace!r}")
@@ -116,8 +117,10 @@ class ToolReader:
 
     def __init__(self, format: str, tools: Sequence[Mapping[str, Any]] | None,
                  tool_choice: str | Mapping[str, Any] | None = "auto", *, parallel_tool_calls: bool = True,
-                 strictness: Strictness = "auto", read_undeclared: bool = False) -> None:
-        self.format = get_tool_format(format)
+                 strictness: Strictness = "auto", read_undeclared: bool = False,
+                 vocabulary: Vocabulary | None = None) -> None:
+        fmt = get_tool_format(format)
+        self.format = fmt if vocabulary is None else fmt.for_vocabulary(vocabulary)
         self.request = normalize_tool_request(tools, tool_choice, parallel_tool_calls=parallel_tool_calls,
                                               strictness=strictness, read_undeclared=read_undeclared)
         self.policy = CallPolicy(self.request, builtin=self.format.supports_builtin_tools)
@@ -143,18 +146,21 @@ class ToolReader:
         """Read the output given as token ids: call markers count only where they are control tokens."""
         if isinstance(token_ids, (str, bytes)):
             raise ValueError("token_ids must be a sequence of ints")
-        return self.format.read_marked(MarkedText.from_ids(token_ids, vocabulary), self.request, self.policy)
+        fmt = self.format.for_vocabulary(vocabulary)
+        return fmt.read_marked(MarkedText.from_ids(token_ids, vocabulary), self.request, self.policy)
 
     def stream(self, vocabulary: Vocabulary, *, stream_arguments: bool = False) -> ToolStream:
         """A streaming reader for one output of this request (:mod:`.stream`): fed the pieces
         :class:`MarkedDecoder` makes of the ids, it gives the calls and content ``read_ids`` gives.
         ``stream_arguments``: the output was written under this request's constraint, so each call may go
         out as it is written (its name, then its arguments' text) rather than once decided."""
-        return self.format.new_stream(self.request, self.policy, vocabulary, stream_arguments=stream_arguments)
+        return self.format.for_vocabulary(vocabulary).new_stream(self.request, self.policy, vocabulary,
+                                                                 stream_arguments=stream_arguments)
 
 
 def get_tool_reader(format: str, tools: Sequence[Mapping[str, Any]] | None,
                     tool_choice: str | Mapping[str, Any] | None = "auto", *, parallel_tool_calls: bool = True,
-                    strictness: Strictness = "auto") -> ToolReader:
+                    strictness: Strictness = "auto", vocabulary: Vocabulary | None = None) -> ToolReader:
     """A :class:`ToolReader` for ``format`` and this request (same arguments as the constraint)."""
-    return ToolReader(format, tools, tool_choice, parallel_tool_calls=parallel_tool_calls, strictness=strictness)
+    return ToolReader(format, tools, tool_choice, parallel_tool_calls=parallel_tool_calls, strictness=strictness,
+                      vocabulary=vocabulary)

@@ -81,6 +81,14 @@ class ToolFormat(ABC):
     """The constraint spells the whole output, the thinking included (the manager then applies it
     from the first token)."""
 
+    def for_vocabulary(self, vocabulary: Vocabulary | None) -> ToolFormat:
+        """The format as it reads and constrains the model of ``vocabulary``: itself, for every format with
+        a syntax of its own. A template-reading format (``hf`` / ``beam``, ``template.py``) builds the format
+        of the vocabulary's response template instead (``ValueError`` when there is no vocabulary, or it has
+        no template the format can read). Whoever takes a format by name for a model (``Parser``,
+        :func:`~.build_tool_constraint`, :class:`~.ToolReader`) binds it with this first."""
+        return self
+
     def constraint(self, request: ToolRequest, *, vocabulary: Vocabulary | None = None,
                    max_whitespace: int | None = DEFAULT_TOOL_MAX_WHITESPACE) -> Constraint | None:
         """The constraint of ``request`` in this format, or None when the request asks for none."""

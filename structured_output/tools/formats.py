@@ -19,6 +19,7 @@ from .inkling import InklingFormat
 from .json_calls import JsonCallsFormat
 from .marked_json import MarkedJsonFormat
 from .pythonic import PythonicFormat
+from .template import ResponseTemplateFormat
 from .xml_values import ValueStyle
 
 __all__ = ["register_tool_format", "get_tool_format", "list_tool_formats"]
@@ -424,3 +425,7 @@ register_tool_format(AlternativeFormats(
 # Inkling: typed blocks, a call a block of its own; its header, body and block framing are a class of their own
 # (inkling.py), as harmony's messages are
 register_tool_format(InklingFormat())
+# -- template-reading -------------------------------------------------------------------------------
+# vLLM's hf / beam: the call syntax of the checkpoint's response_template, built per model (template.py);
+# beam's grammar differs from hf's only in when vLLM applies it, which thinkgate decides per request.
+register_tool_format(ResponseTemplateFormat("hf", aliases=("beam",)))

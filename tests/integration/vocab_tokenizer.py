@@ -51,6 +51,9 @@ class VocabTokenizer:
         self.eos_token_id = stops[0] if stops else None
         self.bos_token_id = vocab.bos_token_id
         self.vocab_size = vocab.vocab_size
+        # the checkpoint's response_template, where vLLM's hf / beam and thinkgate's plugins read it
+        self.response_template = vocab.response_template
+        self.init_kwargs: dict = {}
 
     def __len__(self) -> int:
         return self._v.vocab_size

@@ -13,7 +13,8 @@ from collections.abc import Mapping, Sequence
 
 from thinkgate.reasoning.vocabulary import Vocabulary, load_vocabulary
 
-__all__ = ["SYNTHETIC_FAMILIES", "synthetic_vocabulary", "format_vocabulary", "FORMAT_VOCABULARY",
+__all__ = ["SYNTHETIC_FAMILIES", "RESPONSE_TEMPLATES", "GEMMA4_RESPONSE_TEMPLATE", "is_synthetic",
+           "synthetic_vocabulary", "format_vocabulary", "FORMAT_VOCABULARY",
            "byte_level_vocabulary"]
 
 # --------------------------------------------------------------------------------------------------
@@ -89,6 +90,29 @@ SYNTHETIC_FAMILIES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
                 ("<|content_model_end_sampling|>",)),
 }
 
+# Template vocabularies: a synthetic family's table carrying a checkpoint's response_template (the
+# template-reading formats hf / beam take their syntax from it). Gemma 4's is the public metadata of its
+# instruction checkpoints (tokenizer_config.json), as vLLM's tests/parser/test_response_template.py holds it.
+GEMMA4_RESPONSE_TEMPLATE: dict = {
+    "defaults": {"role": "assistant"},
+    "fields": {
+        "content": {"close": ["<turn|>", "<|tool_response>", "<eos>"], "content": "text"},
+        "thinking": {"close": "<channel|>", "content": "text", "open": "<|channel>thought\n"},
+        "tool_calls": {
+            "close": "<tool_call|>", "content": "json",
+            "content_args": {"string_delims": [['<|"|>', '<|"|>']], "unquoted_keys": True},
+            "open_pattern": r"<\|tool_call>call:(?P<name>\w+)", "repeats": True,
+            "transform": {"function": {"arguments": "{content}", "name": "{name}"}, "type": "function"},
+        },
+    },
+    "start_anchor": ["<|turn>model\n", "<tool_response|>"],
+}
+
+RESPONSE_TEMPLATES: dict[str, tuple[str, dict]] = {
+    # name: (synthetic family, response template)
+    "gemma_template": ("gemma", GEMMA4_RESPONSE_TEMPLATE),
+}
+
 FORMAT_VOCABULARY: dict[str, str] = {
     "hermes": "qwen3_6", "qwen3_coder": "qwen3_6", "qwen3_5": "qwen3_6", "qwen3_6": "qwen3_6", "json": "qwen3_6",
     "deepseek_v3": "deepseek_v4", "deepseek_v31": "deepseek_v4", "deepseek_v32": "deepseek_v4",
@@ -104,6 +128,7 @@ FORMAT_VOCABULARY: dict[str, str] = {
     "k2_horizon": "ifm", "cohere_command3": "cohere",
     "pythonic": "llama", "llama4_pythonic": "llama4", "olmo3": "qwen3_6", "lfm2": "lfm2", "functiongemma": "functiongemma",
     "gigachat3": "gigachat", "apertus": "apertus", "inkling": "inkling",
+    "hf": "gemma_template",
 }
 """Format -> the vocabulary its tests and benchmarks use (a real name or a synthetic family)."""
 
@@ -111,14 +136,29 @@ _SYNTHETIC_CACHE: dict[str, Vocabulary] = {}
 _SYNTHETIC_LOCK = threading.Lock()
 
 
+def is_synthetic(name: str) -> bool:
+    """Whether ``name`` is a synthetic vocabulary (a family of :data:`SYNTHETIC_FAMILIES`, or one of those
+    carrying a template, :data:`RESPONSE_TEMPLATES`), not a real one."""
+    return name in SYNTHETIC_FAMILIES or name in RESPONSE_TEMPLATES
+
+
 def synthetic_vocabulary(family: str) -> Vocabulary:
-    """The Qwen3.6 table plus ``family``'s special tokens (cached). ``ValueError`` for an unknown family."""
-    if family not in SYNTHETIC_FAMILIES:
-        raise ValueError(f"unknown synthetic family {family!r}; known: {', '.join(SYNTHETIC_FAMILIES)}")
+    """The Qwen3.6 table plus ``family``'s special tokens (cached); for a name of
+    :data:`RESPONSE_TEMPLATES`, its family's table with that response template. ``ValueError`` for an
+    unknown family."""
+    if not is_synthetic(family):
+        raise ValueError(f"unknown synthetic family {family!r}; known: "
+                         f"{', '.join([*SYNTHETIC_FAMILIES, *RESPONSE_TEMPLATES])}")
+    if family in RESPONSE_TEMPLATES:
+        base, template = RESPONSE_TEMPLATES[family]
+        built = synthetic_vocabulary(base)
     with _SYNTHETIC_LOCK:
         v = _SYNTHETIC_CACHE.get(family)
         if v is None:
-            v = _build_synthetic(family, *SYNTHETIC_FAMILIES[family])
+            if family in RESPONSE_TEMPLATES:
+                v = built.with_response_template(template)
+            else:
+                v = _build_synthetic(family, *SYNTHETIC_FAMILIES[family])
             _SYNTHETIC_CACHE[family] = v
         return v
 
@@ -128,7 +168,7 @@ def format_vocabulary(format_name: str) -> Vocabulary:
     name = FORMAT_VOCABULARY.get(format_name)
     if name is None:
         raise ValueError(f"no vocabulary known for tool format {format_name!r}; known: {', '.join(FORMAT_VOCABULARY)}")
-    return synthetic_vocabulary(name) if name in SYNTHETIC_FAMILIES else load_vocabulary(name)  # type: ignore[arg-type]
+    return synthetic_vocabulary(name) if is_synthetic(name) else load_vocabulary(name)  # type: ignore[arg-type]
 
 
 def _build_synthetic(family: str, specials: tuple[str, ...], stops: tuple[str, ...]) -> Vocabulary:
