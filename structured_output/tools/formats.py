@@ -13,6 +13,7 @@ from .alternatives import AlternativeFormats
 from .args import GemmaArgs, JsonArgs, XmlArgs
 from .call_ids import WrittenCallId, mistral_call_id
 from .dsml import DsmlArgs
+from .elements import ElementArgs
 from .engine import CallFormat, ToolFormat
 from .harmony import HarmonyFormat
 from .json_calls import JsonCallsFormat
@@ -419,3 +420,18 @@ register_tool_format(AlternativeFormats(
         CallFormat(name="gigachat3_0", markers=_GIGACHAT,
                    call_begin='<|message_sep|>\n\nfunction call<|role_sep|>\n{"name": "{name}", "arguments": ',
                    args=JsonArgs(), call_end="}"))))
+
+# MiniMax M3 writes every tag after its namespace token ]<]minimax[>[ (one added token of its tokenizer, the
+# marker vLLM's parser and xgrammar's minimax_m3 tag match), the arguments as nested elements (elements.py).
+# <tool_call> / </tool_call> are control tokens of the Qwen3.6 table its synthetic vocabulary is built on;
+# whether M3's own tokenizer holds them is not known offline: they match as tokens only where they are ones.
+_M3 = "]<]minimax[>["
+register_tool_format(CallFormat(
+    name="minimax_m3",
+    description=f'MiniMax M3: {_M3} before every tag: <tool_call>, <invoke name="NAME">, <K>V</K> (objects as nested '
+                "elements, lists as <item> elements)",
+    markers=(_M3, "<tool_call>", "</tool_call>", "<mm:think>", "</mm:think>"),
+    optional_markers=("<tool_call>", "</tool_call>"),
+    section=(f"{_M3}<tool_call>\n", f"{_M3}</tool_call>"),
+    call_begin=f'{_M3}<invoke name="{{name}}">', args=ElementArgs(_M3), call_end=f"{_M3}</invoke>\n",
+    name_quotes=("'", "")))
