@@ -185,6 +185,19 @@ def _dsml41(name: str, args: dict[str, Any]) -> str:
     return _dsml(name, args).replace("｜DSML｜", "｜DSML｜ ")
 
 
+M3 = "]<]minimax[>["
+
+
+def _m3(v: Any) -> str:
+    """MiniMax M3's value: an object's members as elements after the namespace token, a list's items as
+    ``<item>`` elements, a str raw, other values as JSON; null members and items left out."""
+    if isinstance(v, dict):
+        return "".join(f"{M3}<{k}>{_m3(x)}{M3}</{k}>" for k, x in v.items() if x is not None)
+    if isinstance(v, list):
+        return "".join(f"{M3}<item>{_m3(x)}{M3}</item>" for x in v if x is not None)
+    return v if isinstance(v, str) else json.dumps(v, ensure_ascii=False)
+
+
 def _gemma(v: Any) -> str:
     if isinstance(v, dict):
         return "{" + ",".join(f"{k}:{_gemma(x)}" for k, x in v.items()) + "}"
@@ -289,6 +302,10 @@ FAMILIES: dict[str, Family] = {f.fmt: f for f in [
            lambda n, a, i: f'<invoke name="{n}">\n' + _xml(n, a, '<parameter name="{key}">', "</parameter>\n")
            + "</invoke>\n", section=("<minimax:tool_call>\n", "</minimax:tool_call>"),
            xml=('<parameter name="location">', "</parameter>"), close_ends_value=True),
+    Family("minimax_m3", "minimax_m3", "minimax_m3", "]~b]user\nWeather?[e~[\n]~b]ai\n",
+           "<mm:think>I should call a tool.</mm:think>",
+           lambda n, a, i: f'{M3}<invoke name="{n}">{_m3(a)}{M3}</invoke>\n',
+           section=(f"{M3}<tool_call>\n", f"{M3}</tool_call>")),
     Family("gemma4", "gemma", "gemma4", "<|turn>user\nWeather?<turn|>\n<|turn>model\n",
            "<|channel>thought\nI should call a tool.<channel|>",
            lambda n, a, i: f"<|tool_call>call:{n}{_gemma(a)}<tool_call|>", kwargs={"enable_thinking": True},

@@ -179,7 +179,7 @@ class ElementArgs(ArgsSyntax):
         if depth <= 0:
             return raw
         child = self._free_element(lit, names_except(frozenset(self.reserved)), self._any(lit, depth - 1))
-        return or_(raw, seq(child, star(child)))
+        return or_(raw, star(child))  # star's empty is raw's too: one copy of the child, not two
 
     def _literal(self, v: Any, lit: LiteralText, tool: ToolSpec) -> Fmt:
         if isinstance(v, str):
