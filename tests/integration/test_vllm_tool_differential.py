@@ -37,6 +37,12 @@ every difference; a difference no kind explains fails. The kinds (the documented
 - ``repeated-element`` (choice, ``minimax_m3``): an object's element written twice: vLLM collects the values into
   a list, thinkgate keeps the key twice and the call stays content (a key written twice refuses a call in every
   format);
+- ``malformed-block`` (choice, ``minimax_m3``): a block whose arguments or calls do not read (text beside child
+  elements, an unterminated element, stray text, text between two calls): vLLM keeps what reads before the fault
+  (``$text`` for text beside elements) and drops the rest; thinkgate keeps the block as content;
+- ``vllm-stops-at-a-mismatched-close`` (vLLM's limit, ``minimax_m3``): a closing tag that spells another name
+  closes its element for thinkgate (the grammar cannot tie an undeclared element's closing name); vLLM stops
+  reading the arguments there;
 - ``vllm-items-as-object`` (vLLM's limit, ``minimax_m3``): the ``<item>`` elements of a list whose schema does not
   say array (no schema, an object of any keys): vLLM reads ``{"item": [...]}``, thinkgate the list the template
   wrote.
@@ -204,6 +210,12 @@ for _t, _kind in [
     (_m3_block(_inv("create_order", _el("user_id", "7"), "name=create_order")), "whitespace"),
     (_m3_block(_inv("create_order", "\n" + _el("user_id", "7") + "\n" + _el("shipping", "\n" + _el("city", "Oslo")
                                                                           + "\n") + "\n")), "whitespace"),
+    (_m3_block(_inv("create_order", _el("shipping", "Oslo" + _el("zip", "1")))), "malformed"),   # text beside elements
+    (_m3_block(_inv("create_order", _el("note", "x") + f"{_NS}<user_id>1")), "malformed"),      # unterminated
+    (_m3_block(_inv("create_order", _el("note", "x") + "junk")), "malformed"),                  # stray text
+    (_m3_block(_inv("create_order", _el("note", "x")), "junk", _inv("create_order", _el("user_id", "3"))),
+     "malformed"),                                                                              # text between calls
+    (_m3_block(_inv("create_order", f"{_NS}<note>x{_NS}</nota>" + _el("user_id", "2"))), "mismatched-close"),
 ]:
     td.add("minimax_m3", td.Case(_t, f"variation:{_kind}", M3_TOOLS))
 

@@ -209,6 +209,10 @@ def _calls_kind(name: str, theirs: Answer, ours: Answer, case: Case, theirs_whol
     kind = case.origin.split(":")[-1]
     if theirs.calls and not ours.calls and _repeated_element(case.text):
         return "repeated-element"  # vLLM collects the values into a list; thinkgate refuses a key written twice
+    if theirs.calls and not ours.calls and kind == "malformed":
+        return "malformed-block"  # vLLM keeps what reads before the fault (drops the rest); thinkgate: content
+    if kind == "mismatched-close" and len(theirs.calls) == len(ours.calls):
+        return "vllm-stops-at-a-mismatched-close"
     if not theirs.calls and ours.calls and theirs_whole.calls:
         return "vllm-stream-misses-calls"
     if theirs.calls and not ours.calls and case.origin.startswith("vllm-test") and name in GAPS:
@@ -273,7 +277,7 @@ def classify(name: str, theirs: Answer, ours: Answer, case: Case, theirs_whole: 
     if theirs.calls != ours.calls:
         k = _calls_kind(name, theirs, ours, case, theirs_whole)
         if k in ("vllm-stream-misses-calls", "unterminated-call", "arguments-not-an-object", "vllm-misses-calls",
-                 "vllm-cuts-at-bracket", "thinkgate-misses-calls", "repeated-element"):
+                 "vllm-cuts-at-bracket", "thinkgate-misses-calls", "repeated-element", "malformed-block"):
             return k  # the content then holds the text of the calls one side did not read
         kinds.add(k)
     if theirs.content != ours.content:
