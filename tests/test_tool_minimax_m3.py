@@ -299,3 +299,14 @@ def test_the_namespace_token_spelled_with_ordinary_tokens_is_text() -> None:
     ids = [t for ch in text for t in V.encode(ch)]
     r = get_tool_reader("minimax_m3", TOOLS).read_ids(ids, V)
     assert r.calls == () and r.content == text
+
+
+def test_the_stream_over_a_run_of_openings_is_linear_and_content() -> None:
+    """Every tag starts with the trigger (the namespace token): a run of blocks that never end, one token per
+    delta, stays content and costs what it reads."""
+    text = (f"{M3}<tool_call>\n" + f'{M3}<invoke name="create_order">{M3}<note>x') * 1000
+    ids = V.encode(text)
+    t0 = time.perf_counter()
+    deltas, end = stream_chunks(request_for("minimax_m3", None, tools=TOOLS), ids, range(len(ids)), False)
+    assert "".join((d or {}).get("content", "") for d in deltas) == text and end.finish_reason == "stop"
+    assert time.perf_counter() - t0 < 5
