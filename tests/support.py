@@ -302,10 +302,6 @@ FAMILIES: dict[str, Family] = {f.fmt: f for f in [
            lambda n, a, i: f'<invoke name="{n}">\n' + _xml(n, a, '<parameter name="{key}">', "</parameter>\n")
            + "</invoke>\n", section=("<minimax:tool_call>\n", "</minimax:tool_call>"),
            xml=('<parameter name="location">', "</parameter>"), close_ends_value=True),
-    Family("minimax_m3", "minimax_m3", "minimax_m3", "]~b]user\nWeather?[e~[\n]~b]ai\n",
-           "<mm:think>I should call a tool.</mm:think>",
-           lambda n, a, i: f'{M3}<invoke name="{n}">{_m3(a)}{M3}</invoke>\n',
-           section=(f"{M3}<tool_call>\n", f"{M3}</tool_call>")),
     Family("gemma4", "gemma", "gemma4", "<|turn>user\nWeather?<turn|>\n<|turn>model\n",
            "<|channel>thought\nI should call a tool.<channel|>",
            lambda n, a, i: f"<|tool_call>call:{n}{_gemma(a)}<tool_call|>", kwargs={"enable_thinking": True},
@@ -406,6 +402,11 @@ FAMILIES: dict[str, Family] = {f.fmt: f for f in [
            lambda n, a, i: '<|function_call|>{"name": "' + n + '", "arguments": ' + _j(a) + "}"),
     Family("apertus", "apertus", None, "<|assistant_start|>", "",
            lambda n, a, i: f'{{"{n}": {_j(a)}}}', section=("<|tools_prefix|>[", "]<|tools_suffix|>"), sep=", "),
+    # -- MiniMax M3 (last: a family added at the end leaves the other formats' corpus windows where they were)
+    Family("minimax_m3", "minimax_m3", "minimax_m3", "]~b]user\nWeather?[e~[\n]~b]ai\n",
+           "<mm:think>I should call a tool.</mm:think>",
+           lambda n, a, i: f'{M3}<invoke name="{n}">{_m3(a)}{M3}</invoke>\n',
+           section=(f"{M3}<tool_call>\n", f"{M3}</tool_call>")),
 ]}
 FORMATS = list(FAMILIES)
 
