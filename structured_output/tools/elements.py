@@ -3,14 +3,15 @@
 MiniMax M3 writes every tag of a call after its namespace token ``]<]minimax[>[`` (``NS`` below), one
 element per argument, named after it, with nothing between two elements::
 
-    NS<city>Paris NS</city>NS<days>3NS</days>NS<stops>NS<item>Lyon NS</item>NS<item>Dijon NS</item>NS</stops>
+    NS<city>ParisNS</city>NS<days>3NS</days>NS<stops>NS<item>LyonNS</item>NS</stops>
 
-(the spaces before ``NS`` above are for reading only). The value style is MiniMax's own serializer of a
-call (``stringify_function_calls`` of the M3 text parser vLLM's serving path was written from): a ``str``
-as it is (no escaping: the namespace token that ends it is a control token), an object as its members'
-elements in the caller's order, a list as ``<item>`` elements, anything else as ``json.dumps`` writes it
-(``true``, ``42``, ``1.5``); ``None`` is left out (a null-valued member, a null item: the model never saw
-null in a call). An empty list or object is an empty element.
+The value style is MiniMax's own serializer of an M3
+call (``M3TextParser.stringify_function_calls`` of its text parser; the framing is xgrammar 0.2.9's
+``minimax_m3`` tag's and that of vLLM's tests): a ``str`` as it is (no escaping: the namespace token that
+ends it is a control token), an object as its members' elements in the caller's order, a list as
+``<item>`` elements, anything else as ``json.dumps`` writes it (``true``, ``42``, ``1.5``); ``None`` is
+left out (a null-valued member, a null item: the model never saw null in a call). An empty list or object
+is an empty element.
 
 The constraint follows each argument's schema: strings raw (an ``enum`` / ``const`` as written, a
 ``pattern`` as its regex), integers / numbers / booleans as JSON, ``null`` as ``null`` (the one spelling a
