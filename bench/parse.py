@@ -127,6 +127,9 @@ CASES: dict[str, tuple[str | None, str, str, str]] = {
                         f'"parameters": {_ARGS}}}\n]<|END_ACTION|>'),
     "deepseek_v41": ("deepseek_v4", *_DS, '<｜DSML｜ calls>\n<｜DSML｜ invoke name="get_weather">\n<｜DSML｜ parameter '
                      'name="location" string="true">Paris</｜DSML｜ parameter>\n</｜DSML｜ invoke>\n</｜DSML｜ calls>'),
+    "minimax_m3": ("minimax_m3", "]~b]user\nWeather?[e~[\n]~b]ai\n", "<mm:think>I should call a tool.</mm:think>",
+                   '{ns}<tool_call>\n{ns}<invoke name="get_weather">{ns}<location>Paris{ns}</location>{ns}</invoke>\n'
+                   "{ns}</tool_call>".replace("{ns}", "]<]minimax[>[")),
     "plamo3": (None, _CHATML, "", "<|plamo:begin_tool_requests:plamo|><|plamo:begin_tool_request:plamo|>"
                "<|plamo:begin_tool_name:plamo|>get_weather<|plamo:end_tool_name:plamo|>"
                "<|plamo:begin_tool_arguments:plamo|><|plamo:constrain|>json<|plamo:msg|>" + _ARGS +

@@ -214,6 +214,19 @@ def _dsml41(name: str, args: dict[str, Any]) -> str:
     return _dsml(name, args).replace("｜DSML｜", "｜DSML｜ ")
 
 
+M3 = "]<]minimax[>["
+
+
+def _m3(v: Any) -> str:
+    """MiniMax M3's value: an object's members as elements after the namespace token, a list's items as
+    ``<item>`` elements, a str raw, other values as JSON; null members and items left out."""
+    if isinstance(v, dict):
+        return "".join(f"{M3}<{k}>{_m3(x)}{M3}</{k}>" for k, x in v.items() if x is not None)
+    if isinstance(v, list):
+        return "".join(f"{M3}<item>{_m3(x)}{M3}</item>" for x in v if x is not None)
+    return v if isinstance(v, str) else json.dumps(v, ensure_ascii=False)
+
+
 def _gemma(v: Any) -> str:
     if isinstance(v, dict):
         return "{" + ",".join(f"{k}:{_gemma(x)}" for k, x in v.items()) + "}"
@@ -431,6 +444,11 @@ FAMILIES: dict[str, Family] = {f.fmt: f for f in [
            lambda n, a, i: f'<|message_model|>{n}<|content_invoke_tool_json|>{{"name":"{n}","args":'
            + json.dumps(a, ensure_ascii=False, separators=(",", ":")) + "}<|end_message|>",
            section=("<|end_message|>", "")),
+    # -- MiniMax M3 (last: a family added at the end leaves the other formats' corpus windows where they were)
+    Family("minimax_m3", "minimax_m3", "minimax_m3", "]~b]user\nWeather?[e~[\n]~b]ai\n",
+           "<mm:think>I should call a tool.</mm:think>",
+           lambda n, a, i: f'{M3}<invoke name="{n}">{_m3(a)}{M3}</invoke>\n',
+           section=(f"{M3}<tool_call>\n", f"{M3}</tool_call>")),
 ]}
 FORMATS = list(FAMILIES)
 

@@ -261,6 +261,27 @@ def _minimax_m2(calls: Sequence[Call], content: str) -> str:
     return out + "</minimax:tool_call>"
 
 
+_M3 = "]<]minimax[>["
+
+
+def _m3_value(v: Any) -> str:
+    # MiniMax's serializer (_stringify_parameter): a dict's non-None members as NS<k>v NS</k>, a list's non-None
+    # items as NS<item>v NS</item>, a str as it is, anything else json.dumps (ensure_ascii=False)
+    if isinstance(v, dict):
+        return "".join(f"{_M3}<{k}>{_m3_value(x)}{_M3}</{k}>" for k, x in v.items() if x is not None)
+    if isinstance(v, list):
+        return "".join(f"{_M3}<item>{_m3_value(x)}{_M3}</item>" for x in v if x is not None)
+    return v if isinstance(v, str) else json.dumps(v, ensure_ascii=False)
+
+
+def _minimax_m3(calls: Sequence[Call], content: str) -> str:
+    # MiniMax M3 (stringify_function_calls): NS<tool_call>\n, per call NS<invoke name="N"> + the arguments'
+    # elements + NS</invoke>\n, then NS</tool_call>; the content right before it (a real M3 output:
+    # "...candidates.]<]minimax[>[<tool_call>\n")
+    body = "".join(f'{_M3}<invoke name="{n}">{_m3_value(a)}{_M3}</invoke>\n' for n, a in calls)
+    return f"{content}{_M3}<tool_call>\n{body}{_M3}</tool_call>"
+
+
 # --------------------------------------------------------------------------------------------------
 # Gemma 4
 
@@ -701,6 +722,10 @@ RENDERERS: dict[str, Renderer] = {r.name: r for r in [
              "<arg_key>{{ k }}</arg_key><arg_value>...</arg_value>{% endfor %}</tool_call>)", _glm47),
     Renderer("minimax_m2", "minimax_m2", _HF + "MiniMaxAI/MiniMax-M2 chat_template.jinja; ggml-org/llama.cpp "
              "models/templates/unsloth-MiniMax-M2.jinja", _minimax_m2),
+    Renderer("minimax_m3", "minimax_m3", "MiniMax's M3 text parser (M3TextParser.stringify_function_calls, the "
+             "serializer of a call beside vLLM's parser code); the framing of xgrammar 0.2.9's minimax_m3 tag and "
+             "vllm-project/vllm tests/tool_parsers/test_minimax_m3_tool_parser.py", _minimax_m3,
+             notes="null values left out (a null member, a null item); no separator between elements"),
     Renderer("gemma4", "gemma4", "vllm-project/vllm examples/tool_chat_template_gemma4.jinja (Gemma 4's "
              "template: format_argument, dictsort)", _gemma4,
              notes="keys sorted at every level; null written as Jinja writes None"),

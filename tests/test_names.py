@@ -18,9 +18,9 @@ def test_vllm_name_lists_are_vllm_034s_sizes() -> None:
 
 
 # Not served yet (issue 20 is open): muse* write channel-scoped messages; kimi_k3 a response channel of
-# multi-token markers; minimax_m3 nested elements. The list is exact, so serving one means updating it.
+# multi-token markers. The list is exact, so serving one means updating it.
 NOT_YET = {"reasoning": ["muse", "muse_glimmer", "musespark"],
-           "tool": ["kimi_k3", "minimax_m3", "muse", "muse_glimmer", "musespark"]}
+           "tool": ["kimi_k3", "muse", "muse_glimmer", "musespark"]}
 
 
 def test_every_vllm_name_is_served_but_the_listed_ones() -> None:

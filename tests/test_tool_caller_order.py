@@ -34,7 +34,8 @@ CALLER = {"url": "https://example.com/", "retries": 2, "method": "GET", "headers
 
 # renderer -> family (format, vocabulary, reasoning parser): one per argument syntax
 RENDERERS = {"hermes": "hermes", "mistral": "mistral", "qwen3_6": "qwen3_6", "qwen3_coder": "qwen3_coder",
-             "glm47": "glm47", "deepseek_v4": "deepseek_v4", "openai": "openai", "kimi_k2": "kimi_k2"}
+             "glm47": "glm47", "deepseek_v4": "deepseek_v4", "openai": "openai", "kimi_k2": "kimi_k2",
+             "minimax_m3": "minimax_m3"}
 
 
 def _fam(renderer: str):
@@ -91,7 +92,7 @@ def test_a_key_written_twice_ends_the_request_in_error_naming_it(renderer: str):
     assert not got.calls
 
 
-@pytest.mark.parametrize("renderer", ["hermes", "qwen3_coder", "glm47", "deepseek_v4", "openai"])
+@pytest.mark.parametrize("renderer", ["hermes", "qwen3_coder", "glm47", "deepseek_v4", "openai", "minimax_m3"])
 def test_a_missing_required_key_ends_the_request_in_error_naming_it(renderer: str):
     fam = _fam(renderer)
     c = build_tool_constraint([HTTP], "required", format=fam.fmt)
@@ -105,10 +106,11 @@ def test_a_valid_call_in_any_order_terminates():
     assert _finish_status(fam, c, _body("hermes", {"retries": 3, "method": "POST", "url": "u"})) == ("terminated", "")
 
 
-@pytest.mark.parametrize("renderer", ["hermes", "openai"])
+@pytest.mark.parametrize("renderer", ["hermes", "openai", "minimax_m3"])
 def test_json_arguments_take_nested_objects_in_the_callers_order_too(renderer: str):
-    """JSON arguments are the caller's dicts at every level: a nested object in another order is accepted
-    and read back as written; its required key left out, or a nested key twice, fails at the stop token."""
+    """JSON arguments (and MiniMax M3's nested elements) are the caller's dicts at every level: a nested object
+    in another order is accepted and read back as written; its required key left out, or a nested key twice,
+    fails at the stop token."""
     fam = _fam(renderer)
     c = build_tool_constraint([HTTP], "required", format=fam.fmt)
     args = {"url": "u", "method": "GET", "headers": {"b": "y", "a": "x"}}

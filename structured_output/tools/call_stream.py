@@ -88,7 +88,7 @@ class CallFormatStream(ToolStream):
             self._end_mode = "literal"  # a block that does not read at one end may read at a later one
             self._end = end or fmt.call_end
         # control tokens a block may hold (its syntax markers), and whether it holds its trigger only once
-        self._inside = frozenset(m for m in fmt.required_markers if m in special)
+        self._inside = frozenset(m for m in fmt.syntax_markers if m in special)
         block = "".join(fmt.section or ()) + fmt.call_begin + fmt.call_end
         self._trigger_once = sum(1 for is_m, piece in self._lit.split(block) if is_m and piece == self._trig) == 1
         self._gate = ContentGate(fmt.call_sep)

@@ -194,6 +194,14 @@ class CallFormat(ToolFormat):
     """For a syntax without markers (llama3 JSON): the text that starts a call in free text."""
     call_ids: Callable[[str, int], str] | None = None
     """The family's own call-id scheme (``call_ids.py``), given the call's text and index; None: the default."""
+    name_quotes: tuple[str, ...] = ()
+    """What the readers also take in place of the quote ``call_begin`` writes around ``{name}`` (MiniMax M3:
+    ``'`` and ``""`` for none, ``name='N'`` / ``name=N>``, as vLLM reads them); the grammar writes the
+    template's own."""
+    optional_markers: tuple[str, ...] = ()
+    """Markers of the syntax a vocabulary may hold as control tokens or not (MiniMax M3's ``<tool_call>``
+    after its namespace token: one in the Qwen3.6 table, unknown in M3's own tokenizer): matched as a
+    token where it is one, as text elsewhere, and not among :attr:`required_markers`."""
     _trigger: str = field(init=False, default="")
     _trigger_is_token: bool = field(init=False, default=True)
     _reader_trigger: str = field(init=False, default="")
@@ -313,9 +321,14 @@ class CallFormat(ToolFormat):
 
     # -- reader ----------------------------------------------------------------------------------
     @property
-    def required_markers(self) -> tuple[str, ...]:
+    def syntax_markers(self) -> tuple[str, ...]:
+        """The markers the call syntax writes (a block holds these control tokens, no other)."""
         syntax = self.call_begin + self.call_end + "".join(self.section or ()) + repr(self.args)
         return tuple(m for m in self.markers if m in syntax)
+
+    @property
+    def required_markers(self) -> tuple[str, ...]:
+        return tuple(m for m in self.syntax_markers if m not in self.optional_markers)
 
     def with_id(self, call: ToolCall, call_text: str, index: int) -> ToolCall:
         """``call`` with the family's own id (:attr:`call_ids`), if it has one."""
@@ -346,31 +359,53 @@ class CallFormat(ToolFormat):
             raise NoMatch("bad call index")
         return self._expect(src, m.end(), b, lit)
 
-    def _after_name(self, src: MarkedText, p: int, name: str, lit: LiteralText) -> int:
-        """The end of a call's opening whose name ``name`` starts at ``p`` (the arguments start there)."""
-        post = self.call_begin.split("{name}")[1]
+    def _openings(self) -> list[tuple[str, str]]:
+        """(the text before ``{name}``, the text after it) of a call's opening as the readers take it:
+        ``call_begin``'s own, then with each of :attr:`name_quotes` in place of its quote around the name."""
+        pre, post = self.call_begin.split("{name}")
+        out = [(pre, post)]
+        if self.name_quotes and pre[-1:] in ('"', "'") and post[:1] == pre[-1:]:
+            out += [(pre[:-1] + q, q + post[1:]) for q in self.name_quotes if q != pre[-1]]
+        return out
+
+    def _after_name(self, src: MarkedText, p: int, name: str, lit: LiteralText, post: str) -> int:
+        """The end of a call's opening whose name ``name`` starts at ``p`` and is followed by ``post`` (the
+        arguments start there)."""
         q = p + len(name)
         if not src.plain(p, q):
             raise NoMatch("a control token inside the name")
         return self._expect_indexed(src, q, post, lit)
 
     def _names_at(self, src: MarkedText, pos: int, tools: ToolTable, lit: LiteralText,
-                  skip: int) -> tuple[int, list[str]]:
-        """(where the name starts, the tools whose name is written there, longest first) for a call at ``pos``."""
-        pre = self.call_begin.split("{name}")[0]
-        p = self._expect_indexed(src, pos, pre[skip:], lit)
-        return p, tools.names_at(src.text, p)
+                  skip: int) -> tuple[int, list[str], str]:
+        """(where the name starts, the tools whose name is written there, longest first, the opening's text
+        after the name) for a call at ``pos``: the first of :meth:`_openings` that reads with a name."""
+        first: tuple[int, list[str], str] | None = None
+        last: NoMatch | None = None
+        for pre, post in self._openings():
+            try:
+                p = self._expect_indexed(src, pos, pre[skip:], lit)
+            except NoMatch as e:
+                last = e
+                continue
+            names = tools.names_at(src.text, p)
+            if names:
+                return p, names, post
+            first = first or (p, names, post)
+        if first is None:
+            raise last or NoMatch("expected a call")
+        return first
 
     def read_header(self, src: MarkedText, pos: int, tools: ToolTable, lit: LiteralText,
                     skip: int = 0) -> tuple[str, int]:
         """The opening of a call at ``pos`` -> (its tool's name, where its arguments start), the longest name
         whose opening reads (as :meth:`_read_call` tries them); :class:`NoMatch` otherwise (also when the
         text so far is too short to tell)."""
-        p, names = self._names_at(src, pos, tools, lit, skip)
+        p, names, post = self._names_at(src, pos, tools, lit, skip)
         text = src.text
         for name in names:
             try:
-                q = self._after_name(src, p, name, lit)
+                q = self._after_name(src, p, name, lit, post)
             except NoMatch:
                 continue
             # a longer name that the text so far may still become is not ruled out (an opening without
@@ -434,12 +469,12 @@ class CallFormat(ToolFormat):
 
     def _read_call_as_written(self, src: MarkedText, pos: int, tools: ToolTable, lit: LiteralText,
                               skip: int = 0) -> tuple[ToolCall, int]:
-        p, names = self._names_at(src, pos, tools, lit, skip)
+        p, names, post = self._names_at(src, pos, tools, lit, skip)
         last: NoMatch | None = None
         for name in names:
             t = tools.spec(name)
             try:
-                q = self._after_name(src, p, name, lit)
+                q = self._after_name(src, p, name, lit, post)
                 if isinstance(self.args, XmlArgs):
                     args, q = self.args.read_until(src, q, t, self.call_end, lit)
                 else:

@@ -13,6 +13,7 @@ from .alternatives import AlternativeFormats
 from .args import GemmaArgs, JsonArgs, XmlArgs
 from .call_ids import WrittenCallId, mistral_call_id
 from .dsml import DsmlArgs
+from .elements import ElementArgs
 from .engine import CallFormat, ToolFormat
 from .harmony import HarmonyFormat
 from .inkling import InklingFormat
@@ -429,3 +430,17 @@ register_tool_format(InklingFormat())
 # vLLM's hf / beam: the call syntax of the checkpoint's response_template, built per model (template.py);
 # beam's grammar differs from hf's only in when vLLM applies it, which thinkgate decides per request.
 register_tool_format(ResponseTemplateFormat("hf", aliases=("beam",)))
+# MiniMax M3 writes every tag after its namespace token ]<]minimax[>[ (one added token of its tokenizer, the
+# marker vLLM's parser and xgrammar's minimax_m3 tag match), the arguments as nested elements (elements.py).
+# <tool_call> / </tool_call> are control tokens of the Qwen3.6 table its synthetic vocabulary is built on;
+# whether M3's own tokenizer holds them is not known offline: they match as tokens only where they are ones.
+_M3 = "]<]minimax[>["
+register_tool_format(CallFormat(
+    name="minimax_m3",
+    description=f'MiniMax M3: {_M3} before every tag: <tool_call>, <invoke name="NAME">, <K>V</K> (objects as nested '
+                "elements, lists as <item> elements)",
+    markers=(_M3, "<tool_call>", "</tool_call>", "<mm:think>", "</mm:think>"),
+    optional_markers=("<tool_call>", "</tool_call>"),
+    section=(f"{_M3}<tool_call>\n", f"{_M3}</tool_call>"),
+    call_begin=f'{_M3}<invoke name="{{name}}">', args=ElementArgs(_M3), call_end=f"{_M3}</invoke>\n",
+    name_quotes=("'", "")))

@@ -82,11 +82,12 @@ class TemplateCallFormat(CallFormat):
                              f"checkpoint's calls (its template's name pattern is {self.name_pattern.pattern!r})")
         return super().structural_tag(request, vocabulary=vocabulary, max_whitespace=max_whitespace)
 
-    def _names_at(self, src: MarkedText, pos: int, tools: ToolTable, lit: Any, skip: int) -> tuple[int, list[str]]:
-        p, names = super()._names_at(src, pos, tools, lit, skip)
+    def _names_at(self, src: MarkedText, pos: int, tools: ToolTable, lit: Any,
+                  skip: int) -> tuple[int, list[str], str]:
+        p, names, post = super()._names_at(src, pos, tools, lit, skip)
         if self.name_pattern is not None:
             names = [n for n in names if self.name_pattern.fullmatch(n)]
-        return p, names
+        return p, names, post
 
 
 def _control_tokens_in(texts: list[str], vocabulary: Vocabulary) -> tuple[str, ...]:

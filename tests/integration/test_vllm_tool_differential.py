@@ -37,7 +37,19 @@ every difference; a difference no kind explains fails. The kinds (the documented
   for the name's syntax keeps a value's text (``"3"``), as vLLM's parser of that syntax does (``poolside_v1``
   is GLM-4.5's syntax; vLLM's own poolside parser reads such a value as JSON);
 - ``thinkgate-misses-calls`` (thinkgate's gap): a layout one of vLLM's own tests feeds the parser that thinkgate
-  does not read (``deepseek_v41``: a block opened under V4's name in V4.1's spacing, ``<｜DSML｜ tool_calls>``).
+  does not read (``deepseek_v41``: a block opened under V4's name in V4.1's spacing, ``<｜DSML｜ tool_calls>``);
+- ``repeated-element`` (choice, ``minimax_m3``): an object's element written twice: vLLM collects the values into
+  a list, thinkgate keeps the key twice and the call stays content (a key written twice refuses a call in every
+  format);
+- ``malformed-block`` (choice, ``minimax_m3``): a block whose arguments or calls do not read (text beside child
+  elements, an unterminated element, stray text, text between two calls): vLLM keeps what reads before the fault
+  (``$text`` for text beside elements) and drops the rest; thinkgate keeps the block as content;
+- ``vllm-stops-at-a-mismatched-close`` (vLLM's limit, ``minimax_m3``): a closing tag that spells another name
+  closes its element for thinkgate (the grammar cannot tie an undeclared element's closing name); vLLM stops
+  reading the arguments there;
+- ``vllm-items-as-object`` (vLLM's limit, ``minimax_m3``): the ``<item>`` elements of a list whose schema does not
+  say array (no schema, an object of any keys): vLLM reads ``{"item": [...]}``, thinkgate the list the template
+  wrote.
 """
 
 from __future__ import annotations
@@ -203,6 +215,64 @@ for _t, _kind in [
     (f"{_ITH}plan{_IE}{_IM}" + _ink("ping", "{}"), "after-thinking-block"),
 ]:
     td.add("inkling", td.Case(_t, f"variation:{_kind}", TOOLS))
+# --- minimax_m3: the template's calls (MiniMax's M3 serializer), the outputs of vLLM's own test
+# (tests/tool_parsers/test_minimax_m3_tool_parser.py: its sample tool, build_order_call, two invokes, a cut
+# opening, a cut second invoke, a closing tag where a call goes) and the layouts vLLM's parser reads beside them
+TEMPLATE["minimax_m3"] = "minimax_m3"
+_template_cases("minimax_m3")
+_NS = "]<]minimax[>["
+
+
+def _el(name: str, body: str) -> str:
+    return f"{_NS}<{name}>{body}{_NS}</{name}>"
+
+
+def _inv(name: str, body: str, opening: str = "") -> str:
+    opening = opening or 'name="' + name + '"'
+    return f"{_NS}<invoke {opening}>{body}{_NS}</invoke>"
+
+
+def _m3_block(*invokes: str) -> str:
+    return f"{_NS}<tool_call>\n" + "\n".join(invokes) + f"\n{_NS}</tool_call>"
+
+
+M3_TOOLS = (_fn("create_order", {
+    "user_id": {"type": "integer"}, "urgent": {"type": "boolean"}, "note": {"type": "string"},
+    "shipping": {"type": "object", "properties": {"city": {"type": "string"}, "zip": {"type": "integer"}}},
+    "items": {"type": "array", "items": {"type": "object", "properties": {"sku": {"type": "string"},
+                                                                          "qty": {"type": "integer"}}}},
+    "metadata": {"type": "object", "additionalProperties": {"type": "string"}},
+    "duplicate_demo": {"type": "object"}}),)
+_ORDER = (_el("user_id", "42") + _el("urgent", "true") + _el("note", "Please leave at front desk.")
+          + _el("shipping", _el("city", "Singapore") + _el("zip", "018956"))
+          + _el("items", _el("item", _el("sku", "book-001") + _el("qty", "2"))
+                + _el("item", _el("sku", "pen-007") + _el("qty", "5")))
+          + _el("metadata", _el("source", "mobile") + _el("campaign", "may-launch")))
+for _t in [
+    "I will create it.\n" + _m3_block(_inv("create_order", _ORDER + _el("duplicate_demo", _el("tag", "a")
+                                                                          + _el("tag", "b")))),
+    "I will create it.\n" + _m3_block(_inv("create_order", _ORDER)),
+    "plain response",
+    _m3_block(_inv("create_order", _el("user_id", "1")), _inv("create_order", _el("user_id", "2"))),
+    f"plain {_NS}<tool_ca",
+    f"plain {_NS}<tool_call>\n" + _inv("create_order", _el("user_id", "1"))
+    + f'\n{_NS}<invoke name="create_order">{_NS}<user_id>2',
+    f"{_NS}<tool_call>\n{_NS}</user_id> after error",
+]:
+    td.add("minimax_m3", td.Case(_t, "vllm-test:minimax_m3", M3_TOOLS))
+for _t, _kind in [
+    (_m3_block(_inv("create_order", _el("user_id", "7"), "name='create_order'")), "whitespace"),
+    (_m3_block(_inv("create_order", _el("user_id", "7"), "name=create_order")), "whitespace"),
+    (_m3_block(_inv("create_order", "\n" + _el("user_id", "7") + "\n" + _el("shipping", "\n" + _el("city", "Oslo")
+                                                                          + "\n") + "\n")), "whitespace"),
+    (_m3_block(_inv("create_order", _el("shipping", "Oslo" + _el("zip", "1")))), "malformed"),   # text beside elements
+    (_m3_block(_inv("create_order", _el("note", "x") + f"{_NS}<user_id>1")), "malformed"),      # unterminated
+    (_m3_block(_inv("create_order", _el("note", "x") + "junk")), "malformed"),                  # stray text
+    (_m3_block(_inv("create_order", _el("note", "x")), "junk", _inv("create_order", _el("user_id", "3"))),
+     "malformed"),                                                                              # text between calls
+    (_m3_block(_inv("create_order", f"{_NS}<note>x{_NS}</nota>" + _el("user_id", "2"))), "mismatched-close"),
+]:
+    td.add("minimax_m3", td.Case(_t, f"variation:{_kind}", M3_TOOLS))
 
 # --- vLLM's own tests (tests/tool_parsers/test_hermes_tool_parser.py): their inputs, a request without tools
 HERMES_TESTS = [

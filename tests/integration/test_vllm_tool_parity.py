@@ -73,7 +73,8 @@ BUILTIN.update({
 # -- xml_b: (renderer, vLLM name); ling3 and poolside_v1 write GLM-4.7's and GLM-4.5's calls
 XML_B = [("glm47", "ling3"), ("glm45", "poolside_v1"), ("deepseek_v41", "deepseek_v41"), ("dots", "dots"),
          ("ripple", "ripple"), ("plamo3", "plamo3"), ("k2_horizon", "k2_horizon"),
-         ("cohere_command3", "cohere_command3"), ("cohere_command3", "cohere_command4"), ("inkling", "inkling")]
+         ("cohere_command3", "cohere_command3"), ("cohere_command3", "cohere_command4"), ("inkling", "inkling"),
+         ("minimax_m3", "minimax_m3")]
 PAIRS: list[tuple[str, str]] = [*BUILTIN.items(), *XML_B]
 VLLM_KWARGS: dict[str, dict[str, Any]] = {
     # vLLM's parsers that start in the thinking unless the template's switch says otherwise (the outputs here

@@ -189,8 +189,37 @@ def _loosely_equal(theirs: Any, ours: Any) -> bool:
     return theirs == ours
 
 
+_M3_NS = re.escape("]<]minimax[>[")
+_M3_REPEATED = re.compile(_M3_NS + r"</([^<>]+)>" + _M3_NS + r"<\1>")
+
+
+def _repeated_element(text: str) -> bool:
+    """MiniMax M3: an element followed by one of the same name, not a list's ``<item>`` (``...</tag>NS<tag>``):
+    an object's key written twice."""
+    return any(m.group(1) != "item" for m in _M3_REPEATED.finditer(text))
+
+
+def _items_as_lists(v: Any) -> Any:
+    """``v`` with every object whose one key is ``item`` as the list of its values (vLLM's reading of the
+    ``<item>`` elements of a list whose schema does not say array)."""
+    if isinstance(v, dict):
+        if list(v) == ["item"]:
+            x = v["item"]
+            return [_items_as_lists(y) for y in x] if isinstance(x, list) else [_items_as_lists(x)]
+        return {k: _items_as_lists(x) for k, x in v.items()}
+    if isinstance(v, list):
+        return [_items_as_lists(x) for x in v]
+    return v
+
+
 def _calls_kind(name: str, theirs: Answer, ours: Answer, case: Case, theirs_whole: Answer) -> str:
     kind = case.origin.split(":")[-1]
+    if theirs.calls and not ours.calls and _repeated_element(case.text):
+        return "repeated-element"  # vLLM collects the values into a list; thinkgate refuses a key written twice
+    if theirs.calls and not ours.calls and kind == "malformed":
+        return "malformed-block"  # vLLM keeps what reads before the fault (drops the rest); thinkgate: content
+    if kind == "mismatched-close" and len(theirs.calls) == len(ours.calls):
+        return "vllm-stops-at-a-mismatched-close"
     if not theirs.calls and ours.calls and theirs_whole.calls:
         return "vllm-stream-misses-calls"
     if theirs.calls and not ours.calls and case.origin.startswith("vllm-test") and name in GAPS:
@@ -210,6 +239,8 @@ def _calls_kind(name: str, theirs: Answer, ours: Answer, case: Case, theirs_whol
             return "vllm-double-encodes-string-arguments"
         if all(_loosely_equal(ta, oa) for (_, ta), (_, oa) in diff):
             return "vllm-values-as-strings"
+        if all(_loosely_equal(_items_as_lists(ta), oa) for (_, ta), (_, oa) in diff):
+            return "vllm-items-as-object"  # <item> elements of a value whose schema does not say array
         if kind == "undeclared" and all(_loosely_equal(oa, ta) for (_, ta), (_, oa) in diff):
             return "undeclared-values-as-text"  # no schema: the format's reader keeps the text (poolside_v1)
         if all(ta == "" for (_, ta), _ in diff):
@@ -256,7 +287,7 @@ def classify(name: str, theirs: Answer, ours: Answer, case: Case, theirs_whole: 
     if theirs.calls != ours.calls:
         k = _calls_kind(name, theirs, ours, case, theirs_whole)
         if k in ("vllm-stream-misses-calls", "unterminated-call", "arguments-not-an-object", "vllm-misses-calls",
-                 "vllm-cuts-at-bracket", "thinkgate-misses-calls"):
+                 "vllm-cuts-at-bracket", "thinkgate-misses-calls", "repeated-element", "malformed-block"):
             return k  # the content then holds the text of the calls one side did not read
         kinds.add(k)
     if theirs.content != ours.content:

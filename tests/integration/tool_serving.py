@@ -88,11 +88,18 @@ def streamed(cls: type, tok: Any, request: Any, prompt: Sequence[int], ids: Sequ
 
 
 _TOK: dict[str, Any] = {}
+NOT_SPECIAL: dict[str, tuple[str, ...]] = {"minimax_m3": ("]<]minimax[>[", "<tool_call>", "</tool_call>")}
+"""Added tokens a family's own tokenizer does not mark special. vLLM 0.34's MiniMax M3 parser: "The M3 markers
+are non-special added tokens"; it matches ``]<]minimax[>[<tool_call>`` as text, with no token-id terminal,
+so the tokenizer it was written for does not mark ``<tool_call>`` special either (the Qwen3.6 table under
+the synthetic vocabulary does). vLLM's parser engine drops the text of every special token it has no terminal
+for, so the tokenizer it gets must not list these among its special tokens (thinkgate takes every added token
+as a control token either way)."""
 
 
 def tokenizer(vocab_name: str) -> Any:
     if vocab_name not in _TOK:
-        _TOK[vocab_name] = VocabTokenizer(vocab(vocab_name))
+        _TOK[vocab_name] = VocabTokenizer(vocab(vocab_name), NOT_SPECIAL.get(vocab_name, ()))
     return _TOK[vocab_name]
 
 

@@ -30,10 +30,13 @@ def _byte_to_char() -> dict[int, str]:
 
 
 class VocabTokenizer:
-    """``get_vocab`` / ``decode`` / ``encode`` / special tokens of a thinkgate ``Vocabulary``."""
+    """``get_vocab`` / ``decode`` / ``encode`` / special tokens of a thinkgate ``Vocabulary``. ``not_special``:
+    added tokens the model's own tokenizer does not mark special (its ``added_tokens_decoder`` holds them,
+    ``all_special_tokens`` does not, ``skip_special_tokens`` keeps them), as MiniMax M3's namespace token."""
 
-    def __init__(self, vocab: Vocabulary) -> None:
+    def __init__(self, vocab: Vocabulary, not_special: Iterable[str] = ()) -> None:
         self._v = vocab
+        plain = {vocab.special_tokens[t] for t in not_special}
         m = _byte_to_char()
         pieces: dict[str, int] = {}
         for i, b in enumerate(vocab.token_bytes):
@@ -44,8 +47,9 @@ class VocabTokenizer:
         self._pieces = pieces
         self._by_id = {i: p for p, i in pieces.items()}
         self.name_or_path = vocab.name
-        self.all_special_tokens = list(vocab.special_tokens)
-        self.all_special_ids = list(vocab.special_tokens.values())
+        self.all_special_tokens = [t for t, i in vocab.special_tokens.items() if i not in plain]
+        self.all_special_ids = [i for i in vocab.special_tokens.values() if i not in plain]
+        self._skipped = frozenset(self.all_special_ids)
         self.added_tokens_decoder = {i: t for t, i in vocab.special_tokens.items()}
         stops = sorted(vocab.stop_token_ids)
         self.eos_token_id = stops[0] if stops else None
@@ -67,7 +71,7 @@ class VocabTokenizer:
     def decode(self, ids: Iterable[int] | int, skip_special_tokens: bool = False, **_: object) -> str:
         ids = [ids] if isinstance(ids, int) else list(ids)
         if skip_special_tokens:
-            ids = [t for t in ids if t not in self._v.special_token_ids]
+            ids = [t for t in ids if t not in self._skipped]
         return self._v.decode(ids)
 
     def convert_ids_to_tokens(self, ids: Iterable[int] | int, skip_special_tokens: bool = False):

@@ -36,6 +36,10 @@ SYNTHETIC_FAMILIES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "glm": (("[gMASK]", "<sop>", "<|system|>", "<|user|>", "<|assistant|>", "<|observation|>", "<arg_key>",
              "</arg_key>", "<arg_value>", "</arg_value>"), ("<|endoftext|>", "<|user|>", "<|observation|>")),
     "minimax": (("]~b]", "[e~[", "<minimax:tool_call>", "</minimax:tool_call>"), ("[e~[",)),
+    # MiniMax M3: its namespace token ]<]minimax[>[ is one added token (vLLM's parser: "the M3 markers are
+    # non-special added tokens"; xgrammar's minimax_m3 tag and MiniMax's own M3 parser call it the namespace
+    # token), <mm:think> / </mm:think> whole vocabulary entries (vLLM's M3 reasoning parser); turns ]~b] ... [e~[
+    "minimax_m3": (("]~!b[", "]~b]", "[e~[", "<mm:think>", "</mm:think>", "]<]minimax[>["), ("[e~[",)),
     "gemma": (("<|turn>", "<turn|>", "<|channel>", "<channel|>", "<|tool_call>", "<tool_call|>", '<|"|>',
                "<|tool_response>", "<tool_response|>"), ("<turn|>",)),
     "llama": (("<|begin_of_text|>", "<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>", "<|eom_id|>",
@@ -117,7 +121,7 @@ FORMAT_VOCABULARY: dict[str, str] = {
     "hermes": "qwen3_6", "qwen3_coder": "qwen3_6", "qwen3_5": "qwen3_6", "qwen3_6": "qwen3_6", "json": "qwen3_6",
     "deepseek_v3": "deepseek_v4", "deepseek_v31": "deepseek_v4", "deepseek_v32": "deepseek_v4",
     "deepseek_v4": "deepseek_v4", "mistral": "magistral",
-    "kimi_k2": "kimi", "glm47": "glm", "glm45": "glm", "minimax_m2": "minimax", "gemma4": "gemma", "llama3_json": "llama",
+    "kimi_k2": "kimi", "glm47": "glm", "glm45": "glm", "minimax_m2": "minimax", "minimax_m3": "minimax_m3", "gemma4": "gemma", "llama3_json": "llama",
     "openai": "harmony",
     "phi4_mini_json": "qwen3_6", "xlam": "qwen3_6", "granite_20b_fc": "qwen3_6", "jamba": "jamba", "granite": "granite",
     "internlm": "internlm",
