@@ -129,6 +129,13 @@ CASES: dict[str, tuple[str | None, str, str, str]] = {
                "<|plamo:begin_tool_name:plamo|>get_weather<|plamo:end_tool_name:plamo|>"
                "<|plamo:begin_tool_arguments:plamo|><|plamo:constrain|>json<|plamo:msg|>" + _ARGS +
                "<|plamo:end_tool_arguments:plamo|><|plamo:end_tool_request:plamo|><|plamo:end_tool_requests:plamo|>"),
+    # Kimi K3: the response channel opens after the thinking; the content, then its close and the tools channel
+    "kimi_k3": ("kimi_k3", '<|open|>message role="user"<|sep|>Weather?<|close|>message<|sep|><|end_of_msg|>'
+                '<|open|>message role="assistant"<|sep|><|open|>think<|sep|>',
+                "I should call a tool.<|close|>think<|sep|><|open|>response<|sep|>",
+                '<|close|>response<|sep|><|open|>tools<|sep|><|open|>call tool="get_weather" index="1"<|sep|>'
+                '<|open|>argument key="location" type="string"<|sep|>Paris<|close|>argument<|sep|><|close|>call<|sep|>'
+                "<|close|>tools<|sep|><|close|>message<|sep|>"),
 }
 LIST_OUTPUT = ("json", "xlam")
 """Formats whose output is one JSON list of calls: the bench fills it with calls, not content."""

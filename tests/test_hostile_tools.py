@@ -306,6 +306,7 @@ TRIGGERS = {
     "glm47": "<tool_call>f<arg_key>x</arg_key><arg_value>",
     "minimax_m2": '<minimax:tool_call>\n<invoke name="f">\n<parameter name="x">',
     "gemma4": "<|tool_call>call:f{x:",
+    "kimi_k3": '<|open|>tools<|sep|><|open|>call tool="f" index="1"<|sep|><|open|>argument key="x" type="array"<|sep|>',
 }
 F = {"type": "function", "function": {"name": "f", "parameters": {"type": "object", "properties": {
     "x": {"type": "array"}}}}}

@@ -248,7 +248,7 @@ CANNOT_EXPRESS: list[Rule] = [
     # -- xml_b
     Rule(("dots",), ("execute_code",), "as minimax_m2: the string value holds '</parameter>', which the template "
          "writes unescaped"),
-    Rule(("dots", "plamo3", "k2_horizon", "cohere_command3"), ("create_issue#0",), "as the Qwen table: the synthetic vocabulary is Qwen3.6's, where "
+    Rule(("dots", "plamo3", "k2_horizon", "cohere_command3", "kimi_k3"), ("create_issue#0",), "as the Qwen table: the synthetic vocabulary is Qwen3.6's, where "
          "'<tool_call>' is a control token, and control tokens never appear inside arguments"),
     Rule(PYTHONIC, NOT_PYTHON_NAMES,
          "a tool name that is no Python name, or a property name that is no Python identifier, cannot be written as a "
