@@ -250,6 +250,9 @@ def test_required_writes_the_turn_as_the_encoder_does() -> None:
     finish(FAM, c, THINK + two)
     finish(FAM, c, THINK + two[:-len(MSG_CLOSE)])  # the message's close is optional
     finish(FAM, c, THINK + turn(call("ping"), opening=False))  # the prefix held the response's opening
+    # the response's opening written straight from the thinking ends it (the reasoning parser drops it): the
+    # grammar starts after it
+    finish(FAM, c, "Plan." + turn(call("ping")))
     # the type attribute follows the schema: an integer is not written as a string
     head = THINK + RESP_OPEN + RESP_CLOSE + TOOLS_OPEN + f'{O}call tool="get_weather" index="1"{S}'
     assert_rejected_at(FAM, c, head + f'{O}argument key="days" type="', "string")
