@@ -76,20 +76,15 @@ class XtmlCalls(CallFormat):
         self._attr = pre[i + 1:-2]  # tool
         self._sep = LiteralText(self.markers).split(self.call_begin)[-1][1]  # the token that ends the opening
 
-    def _opening(self, src: MarkedText, pos: int, lit: LiteralText, skip: int) -> tuple[int, int, dict[str, str],
-                                                                                        dict[str, int]]:
-        """The opening at ``pos``: (where its attributes start, where its ``<|sep|>`` is, the attributes, where
-        each value starts); ``NoMatch`` when it is not one (or its ``<|sep|>`` has not come yet)."""
+    def _names_at(self, src: MarkedText, pos: int, tools: ToolTable, lit: LiteralText,
+                  skip: int) -> tuple[int, list[str]]:
+        """The opening at ``pos`` read by its attributes: (where the tool's name starts, [that name] when a call
+        may name it); ``NoMatch`` when it is no opening, has no tool, or its ``<|sep|>`` has not come yet."""
         p = self._expect(src, pos, self._head[skip:], lit)
         end = src.find_marker(self._sep, p)
         if end < 0 or not src.plain(p, end):
             raise NoMatch("expected a call's attributes")
         attrs, starts = read_attributes(src.text, p, end)
-        return p, end, attrs, starts
-
-    def _names_at(self, src: MarkedText, pos: int, tools: ToolTable, lit: LiteralText,
-                  skip: int) -> tuple[int, list[str]]:
-        _, _, attrs, starts = self._opening(src, pos, lit, skip)
         name = attrs.get(self._attr)
         if name is None:
             raise NoMatch("a call without a tool")
@@ -116,12 +111,11 @@ class Channels:
     drop: tuple[str, ...]
     calls: tuple[str, str]
     markers: tuple[str, ...]
-    lit: LiteralText = field(init=False)
     parts: dict[str, tuple[tuple[bool, str], ...]] = field(init=False)
+    """Each literal as (is a marker, text) pieces."""
 
     def __post_init__(self) -> None:
         lit = LiteralText(self.markers)
-        object.__setattr__(self, "lit", lit)
         parts = {s: tuple(lit.split(s)) for s in (*self.drop, *self.calls)}
         for s, ps in parts.items():
             if not ps or not ps[0][0]:
