@@ -139,6 +139,13 @@ CASES: dict[str, tuple[str | None, str, str, str]] = {
                 "<|content_thinking|>The user wants the weather; I should call a tool.<|end_message|><|message_model|>"
                 "<|content_text|>", '<|end_message|><|message_model|>get_weather<|content_invoke_tool_json|>'
                 '{"name":"get_weather","args":' + _ARGS + "}<|end_message|>"),
+    # Kimi K3: the response channel opens after the thinking; the content, then its close and the tools channel
+    "kimi_k3": ("kimi_k3", '<|open|>message role="user"<|sep|>Weather?<|close|>message<|sep|><|end_of_msg|>'
+                '<|open|>message role="assistant"<|sep|><|open|>think<|sep|>',
+                "I should call a tool.<|close|>think<|sep|><|open|>response<|sep|>",
+                '<|close|>response<|sep|><|open|>tools<|sep|><|open|>call tool="get_weather" index="1"<|sep|>'
+                '<|open|>argument key="location" type="string"<|sep|>Paris<|close|>argument<|sep|><|close|>call<|sep|>'
+                "<|close|>tools<|sep|><|close|>message<|sep|>"),
 }
 LIST_OUTPUT = ("json", "xlam", "pythonic", "llama4_pythonic")
 """Formats whose output is one list of calls (JSON, or Python calls for the pythonic two, whose reader takes

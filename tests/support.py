@@ -262,6 +262,22 @@ def _j(args: dict[str, Any]) -> str:
 DS_CALLS = ("<｜tool▁calls▁begin｜>", "<｜tool▁calls▁end｜>")
 
 
+def _xtml_call(name: str, args: dict[str, Any], index: int) -> str:
+    """One Kimi K3 call as its encoder writes it (``template_render._kimi_k3``): ``index`` from 1, a str value
+    raw with ``type="string"``, any other as JSON with its type (``number`` for ints too)."""
+    def kind(v: Any) -> str:
+        if isinstance(v, bool):
+            return "boolean"
+        if v is None:
+            return "null"
+        if isinstance(v, (int, float)):
+            return "number"
+        return "string" if isinstance(v, str) else "object" if isinstance(v, dict) else "array"
+    body = "".join(f'<|open|>argument key="{k.replace("&", "&amp;").replace(chr(34), "&quot;")}" type="{kind(v)}"'
+                   f'<|sep|>{v if isinstance(v, str) else _j(v)}<|close|>argument<|sep|>' for k, v in args.items())
+    return f'<|open|>call tool="{name}" index="{index}"<|sep|>{body}<|close|>call<|sep|>'
+
+
 @dataclass(frozen=True)
 class Family:
     fmt: str
@@ -449,6 +465,14 @@ FAMILIES: dict[str, Family] = {f.fmt: f for f in [
            "<mm:think>I should call a tool.</mm:think>",
            lambda n, a, i: f'{M3}<invoke name="{n}">{_m3(a)}{M3}</invoke>\n',
            section=(f"{M3}<tool_call>\n", f"{M3}</tool_call>")),
+    # -- Kimi K3 (XTML channels): the block starts at the response channel's close, its opening left out (the
+    # generation prefix holds it when thinking is off; the grammar and the readers take both)
+    Family("kimi_k3", "kimi_k3", "kimi_k3",
+           '<|open|>message role="user"<|sep|>Weather?<|close|>message<|sep|><|end_of_msg|>'
+           '<|open|>message role="assistant"<|sep|><|open|>think<|sep|>',
+           "I should call a tool.<|close|>think<|sep|>", lambda n, a, i: _xtml_call(n, a, i + 1),
+           section=("<|close|>response<|sep|><|open|>tools<|sep|>", "<|close|>tools<|sep|><|close|>message<|sep|>"),
+           xml=('<|open|>argument key="location" type="string"<|sep|>', "<|close|>")),
 ]}
 FORMATS = list(FAMILIES)
 

@@ -685,6 +685,46 @@ def _inkling(calls: Sequence[Call], content: str) -> str:
 
 
 # --------------------------------------------------------------------------------------------------
+# Kimi K3 (no Jinja template: the checkpoint's Python encoder)
+
+
+def _xtml_attr(v: Any) -> str:
+    # encoding_k3._escape_attr_value: str(value) with '&' -> '&amp;', then '"' -> '&quot;'
+    return str(v).replace("&", "&amp;").replace('"', "&quot;")
+
+
+def _xtml_type(v: Any) -> str:
+    # encoding_k3._xtml_type: bool 'boolean', None 'null', int / float 'number', str 'string', dict 'object',
+    # anything else 'array'
+    if isinstance(v, bool):
+        return "boolean"
+    if v is None:
+        return "null"
+    if isinstance(v, (int, float)):
+        return "number"
+    return "string" if isinstance(v, str) else "object" if isinstance(v, dict) else "array"
+
+
+def _kimi_k3(calls: Sequence[Call], content: str) -> str:
+    # encoding_k3._render_assistant_segments after the think channel: '<|open|>response<|sep|>' + content +
+    # '<|close|>response<|sep|>', then '<|open|>tools<|sep|>', per call (index from 1)
+    # '<|open|>call tool="' + name + '" index="' + index + '"<|sep|>', per argument (the dict's order)
+    # '<|open|>argument key="' + key + '" type="' + _xtml_type(v) + '"<|sep|>' + (v if str else
+    # json.dumps(v, ensure_ascii=False)) + '<|close|>argument<|sep|>', '<|close|>call<|sep|>', nothing between
+    # calls, '<|close|>tools<|sep|>'; build_chat_segments then closes the message: '<|close|>message<|sep|>'
+    # (the model writes it before its stop token <|end_of_msg|>). Attribute values escaped (_escape_attr_value).
+    out = "<|open|>response<|sep|>" + content + "<|close|>response<|sep|><|open|>tools<|sep|>"
+    for index, (name, args) in enumerate(calls, start=1):
+        out += f'<|open|>call tool="{_xtml_attr(name)}" index="{index}"<|sep|>'
+        for k, v in args.items():
+            value = v if isinstance(v, str) else tojson(v)
+            out += (f'<|open|>argument key="{_xtml_attr(k)}" type="{_xtml_type(v)}"<|sep|>{value}'
+                    "<|close|>argument<|sep|>")
+        out += "<|close|>call<|sep|>"
+    return out + "<|close|>tools<|sep|><|close|>message<|sep|>"
+
+
+# --------------------------------------------------------------------------------------------------
 # the table
 
 _HF = "https://huggingface.co/"
@@ -801,6 +841,11 @@ RENDERERS: dict[str, Renderer] = {r.name: r for r in [
     Renderer("inkling", "inkling", "vllm-project/vllm 0.34 vllm/renderers/inkling_encoding.py (Inkling's renderer: "
              "render_inkling_messages, _tool_call_json, _canonical_json)", _inkling,
              notes="arguments with keys sorted at every level, compact"),
+    # -- Kimi K3
+    Renderer("kimi_k3", "kimi_k3", _HF + "moonshotai/Kimi-K3 encoding_k3.py (_render_assistant_segments, _xtml_type, "
+             "_xtml_value, _escape_attr_value; K3 ships no Jinja template); vllm-project/vllm 0.34 "
+             "structural_tag_registry.get_kimi_k3_structural_tag", _kimi_k3,
+             notes="the response channel (with its opening: thinking on) then the tools channel; the message's close"),
 ]}
 
 

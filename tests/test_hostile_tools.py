@@ -310,6 +310,7 @@ TRIGGERS = {
     "minimax_m2": '<minimax:tool_call>\n<invoke name="f">\n<parameter name="x">',
     "gemma4": "<|tool_call>call:f{x:",
     "hf": "<|tool_call>call:f{x:",  # Gemma 4's response template: its calls
+    "kimi_k3": '<|open|>tools<|sep|><|open|>call tool="f" index="1"<|sep|><|open|>argument key="x" type="array"<|sep|>',
 }
 F = {"type": "function", "function": {"name": "f", "parameters": {"type": "object", "properties": {
     "x": {"type": "array"}}}}}

@@ -17,10 +17,10 @@ def test_vllm_name_lists_are_vllm_034s_sizes() -> None:
     assert len(set(VLLM_TOOL_PARSERS)) == len(VLLM_TOOL_PARSERS) == 62
 
 
-# Not served yet (issue 20 is open): muse* write channel-scoped messages; kimi_k3 a response channel of
-# multi-token markers. The list is exact, so serving one means updating it.
+# Not served yet (issue 20 is open): muse* write channel-scoped messages. The list is exact, so serving one
+# means updating it.
 NOT_YET = {"reasoning": ["muse", "muse_glimmer", "musespark"],
-           "tool": ["kimi_k3", "muse", "muse_glimmer", "musespark"]}
+           "tool": ["muse", "muse_glimmer", "musespark"]}
 
 
 def test_every_vllm_name_is_served_but_the_listed_ones() -> None:

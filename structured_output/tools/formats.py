@@ -22,6 +22,8 @@ from .marked_json import MarkedJsonFormat
 from .pythonic import PythonicFormat
 from .template import ResponseTemplateFormat
 from .xml_values import ValueStyle
+from .xtml import XtmlCalls, XtmlFormat
+from .xtml_args import XtmlArgs
 
 __all__ = ["register_tool_format", "get_tool_format", "list_tool_formats"]
 
@@ -444,3 +446,15 @@ register_tool_format(CallFormat(
     section=(f"{_M3}<tool_call>\n", f"{_M3}</tool_call>"),
     call_begin=f'{_M3}<invoke name="{{name}}">', args=ElementArgs(_M3), call_end=f"{_M3}</invoke>\n",
     name_quotes=("'", "")))
+# -- Kimi K3 (XTML channels, xtml.py): every marker is a control token, a word, a control token
+_XTML = ("<|open|>", "<|close|>", "<|sep|>", "<|end_of_msg|>")
+register_tool_format(XtmlFormat(
+    name="kimi_k3",
+    description='Kimi K3 XTML: <|open|>tools<|sep|><|open|>call tool="NAME" index="1"<|sep|><|open|>argument '
+                'key="K" type="T"<|sep|>V<|close|>argument<|sep|>...<|close|>call<|sep|><|close|>tools<|sep|> '
+                "after the response channel",
+    calls=XtmlCalls(
+        name="kimi_k3", markers=_XTML, section=("<|open|>tools<|sep|>", "<|close|>tools<|sep|>"),
+        call_begin='<|open|>call tool="{name}" index="{index}"<|sep|>', args=XtmlArgs(),
+        call_end="<|close|>call<|sep|>", index_pattern="[1-9][0-9]{0,3}"),
+    answer=("<|open|>response<|sep|>", "<|close|>response<|sep|>"), trailer="<|close|>message<|sep|>"))

@@ -140,6 +140,33 @@ class MarkedText:
             out.append((self.text[pos:], False))
         return out
 
+    def without(self, spans: Iterable[tuple[int, int]]) -> MarkedText:
+        """This text with ``spans`` (sorted, disjoint ``(start, end)``) cut out: the control tokens outside
+        them keep their spans (moved back by what was cut before them). O(the text + the control tokens)."""
+        spans = list(spans)
+        if not spans:
+            return self
+        text = self.text
+        parts: list[str] = []
+        pos = 0
+        for a, b in spans:
+            parts.append(text[pos:a])
+            pos = b
+        parts.append(text[pos:])
+        if self._controls is None:
+            return MarkedText("".join(parts))
+        starts = [a for a, _ in spans]
+        removed = [0]
+        for a, b in spans:
+            removed.append(removed[-1] + b - a)
+        controls: dict[int, int] = {}
+        for s, e in self._controls.items():
+            k = bisect.bisect_right(starts, s)  # spans starting at or before s
+            if k and s < spans[k - 1][1]:
+                continue  # cut out
+            controls[s - removed[k]] = e - removed[k]
+        return MarkedText("".join(parts), controls, self._special)
+
     def is_control_token(self, marker: str) -> bool:
         """Whether ``marker`` must be a control token to match (trusted text: never asked)."""
         return self._special is not None and marker in self._special

@@ -166,6 +166,29 @@ def test_the_constraint_passes_vllms_check_on_the_other_real_vocabularies(fmt, v
         assert {vocab.decode([t]) for t in tokens} <= set(vocab.special_tokens)  # markers, as control tokens
 
 
+def test_kimi_k3_constraint_passes_vllms_check():
+    """Kimi K3's channels (its synthetic vocabulary shown to vLLM as a tokenizer): required, named and auto with
+    strict tools pass vLLM's front-end check, every marker and excluded token named by its id."""
+    from vllm.sampling_params import SamplingParams
+    from vllm.v1.structured_output.backend_xgrammar import validate_xgrammar_grammar
+
+    from tool_serving import tokenizer
+
+    tok = tokenizer("kimi_k3")
+    strict = [dict(t, function=dict(t["function"], strict=True)) for t in REQUEST_TOOLS]
+    cls = parser_cls(tok, "thinkgate_kimi_k3", None)
+    req = chat_request(strict, "auto")  # no response_format: the tool constraint applies
+    auto = cls(tok, req.tools).adjust_request(req).structured_outputs
+    for choice, so in (("required", adjusted(tok, "kimi_k3", "required")), (NAMED, adjusted(tok, "kimi_k3", NAMED)),
+                       ("auto", auto)):
+        validate_xgrammar_grammar(SamplingParams(structured_outputs=so))
+        nodes = list(_walk(json.loads(so.structural_tag)))
+        tokens = [e["token"] for e in nodes if e.get("type") == "token"]
+        excluded = [t for e in nodes if e.get("type") == "any_tokens" for t in e["exclude_tokens"]]
+        assert tokens and all(isinstance(t, int) for t in tokens + excluded)
+        assert (choice == "auto") == bool(excluded)
+
+
 def _walk(node):
     if isinstance(node, dict):
         yield node

@@ -13,7 +13,9 @@ every difference; a difference no kind explains fails. The kinds (the documented
   no separator, keys in another order, arguments as a JSON string, an undeclared tool, text after the call:
   GigaChat's greedy JSON match);
 - ``vllm-stream-misses-calls`` / ``vllm-stream-drops-content`` (vLLM's bug): its stream reads less than its
-  own whole path;
+  own whole path; ``vllm-stream-leaks-markers`` (vLLM 0.34's bug, fixed later upstream: its own later test
+  ``test_streaming_content_stops_at_message_close`` asserts thinkgate's answer): Kimi K3's stream sends the
+  ``<|close|>message<|sep|>`` its whole path strips;
 - ``vllm-drops-content`` (vLLM's bug): vLLM drops text the model wrote beside its calls;
   ``vllm-drops-text-after-calls`` the text written after them; ``vllm-drops-unread-block`` the text of a
   block it could not read (thinkgate keeps it as content: Inkling, the body of a call block that is no call);
@@ -273,6 +275,38 @@ for _t, _kind in [
     (_m3_block(_inv("create_order", f"{_NS}<note>x{_NS}</nota>" + _el("user_id", "2"))), "mismatched-close"),
 ]:
     td.add("minimax_m3", td.Case(_t, f"variation:{_kind}", M3_TOOLS))
+# --- Kimi K3 (XTML channels): the encoder's turns (the response channel, then the tools channel), and the outputs
+# of vLLM's own tests (tests/tool_parsers/test_kimi_k3_tool_parser.py) and of its parser's docstring, with the
+# layouts its parser reads (the response opening held by the prefix, attributes in another order, no type)
+TEMPLATE["kimi_k3"] = "kimi_k3"
+_template_cases("kimi_k3")
+_K3O, _K3C, _K3S = "<|open|>", "<|close|>", "<|sep|>"
+_K3_ARG = _K3O + 'argument key="{}" type="{}"' + _K3S + "{}" + _K3C + "argument" + _K3S
+_K3_TOOLS = _K3O + "tools" + _K3S + "{}" + _K3C + "tools" + _K3S
+KIMI_K3_TESTS = [
+    "Hello" + _K3C + "message" + _K3S,
+    "Hello",
+    _K3O + "response" + _K3S + "Only an answer." + _K3C + "response" + _K3S + _K3C + "message" + _K3S,
+    # the parser's docstring example (indented as it shows it)
+    _K3O + "tools" + _K3S + "\n  " + _K3O + 'call tool="python" index="1"' + _K3S + "\n    "
+    + _K3_ARG.format("code", "string", "print(1)") + "\n    " + _K3_ARG.format("opts", "object", '{"a":1}') + "\n  "
+    + _K3C + "call" + _K3S + "\n" + _K3C + "tools" + _K3S,
+    # thinking off: the generation prefix holds <|open|>response<|sep|>
+    "Let me check." + _K3C + "response" + _K3S + _K3_TOOLS.format(
+        _K3O + 'call tool="get_weather" index="1"' + _K3S + _K3_ARG.format("city", "string", "Paris")
+        + _K3_ARG.format("days", "number", "3") + _K3C + "call" + _K3S) + _K3C + "message" + _K3S,
+    # attributes in another order, no index, no type (a string), an escaped key
+    _K3O + "response" + _K3S + _K3C + "response" + _K3S + _K3_TOOLS.format(
+        _K3O + 'call index="1" tool="search"' + _K3S + _K3O + 'argument key="q"' + _K3S + 'a &amp; "b"' + _K3C
+        + "argument" + _K3S + _K3C + "call" + _K3S + _K3O + 'call tool="ping"' + _K3S + _K3C + "call" + _K3S
+        + _K3O + 'call tool="f" index="3"' + _K3S + _K3_ARG.format("a&quot;b", "boolean", "false") + _K3C + "call"
+        + _K3S),
+    # text outside the response channel (vLLM keeps the channel only)
+    _K3O + "response" + _K3S + "Hi" + _K3C + "response" + _K3S + " aside " + _K3_TOOLS.format(
+        _K3O + 'call tool="ping" index="1"' + _K3S + _K3C + "call" + _K3S) + _K3C + "message" + _K3S,
+]
+for _t in KIMI_K3_TESTS:
+    td.add("kimi_k3", td.Case(_t, "vllm-test:kimi_k3"))
 
 # --- vLLM's own tests (tests/tool_parsers/test_hermes_tool_parser.py): their inputs, a request without tools
 HERMES_TESTS = [

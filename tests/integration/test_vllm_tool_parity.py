@@ -75,7 +75,8 @@ XML_B = [("glm47", "ling3"), ("glm45", "poolside_v1"), ("deepseek_v41", "deepsee
          ("ripple", "ripple"), ("plamo3", "plamo3"), ("k2_horizon", "k2_horizon"),
          ("cohere_command3", "cohere_command3"), ("cohere_command3", "cohere_command4"), ("inkling", "inkling"),
          ("minimax_m3", "minimax_m3")]
-PAIRS: list[tuple[str, str]] = [*BUILTIN.items(), *XML_B]
+# -- Kimi K3 (vLLM composes its KimiK3Parser around its kimi_k3 tool parser)
+PAIRS: list[tuple[str, str]] = [*BUILTIN.items(), *XML_B, ("kimi_k3", "kimi_k3")]
 VLLM_KWARGS: dict[str, dict[str, Any]] = {
     # vLLM's parsers that start in the thinking unless the template's switch says otherwise (the outputs here
     # carry no thinking: their families have no reasoning parser in thinkgate yet)

@@ -165,12 +165,14 @@ def _ends_with_call_end(name: str, text: str) -> bool:
     from thinkgate.structured_output.tools import get_tool_format
 
     fmt = get_tool_format(name)
+    fmt = getattr(fmt, "calls", fmt)  # Kimi K3's channels: the calls' own format
     end = getattr(fmt, "section", None)
     end = end[1] if end else getattr(fmt, "call_end", "")
     return not end.strip() or text.rstrip().endswith(end.strip())
 
 
 _MARKERS = re.compile(r"<｜[^｜<>]*｜>|<\|[^|<>]*\|>")
+_XTML_WRAPPERS = re.compile(r"<\|(?:open|close)\|>(?:response|message)<\|sep\|>")  # Kimi K3's channel wrappers
 
 
 def _ws(s: str | None) -> str:
@@ -266,6 +268,9 @@ def _content_kind(theirs: Answer, ours: Answer, case: Case, theirs_whole: Answer
         return "vllm-strips-markers"  # vLLM's content of a block it could not read lacks its marker tokens
     if theirs.content is None and ours.content and theirs_whole.content and theirs is not theirs_whole:
         return "vllm-stream-drops-content"
+    if theirs is not theirs_whole and _ws(_XTML_WRAPPERS.sub("", theirs.content or "")) == _ws(ours.content) \
+            and _ws(theirs_whole.content) == _ws(ours.content):
+        return "vllm-stream-leaks-markers"  # Kimi K3: its stream sends <|close|>message<|sep|>, its whole path not
     if theirs.content is None and ours.content:
         return "vllm-drops-content"
     return "unexplained"
