@@ -199,8 +199,8 @@ def test_auto_with_strict_tool(fmt: str) -> None:
     if fmt == "openai":  # a commentary preamble is content
         lead, content = "<|channel|>commentary<|message|>Let me look that up.<|end|><|start|>assistant", \
             "Let me look that up."
-    elif fmt in ("llama3_json", "xlam"):
-        lead, content = "", None  # llama and xLAM write either text or calls
+    elif fmt in ("llama3_json", "xlam", "pythonic", "llama4_pythonic"):
+        lead, content = "", None  # these write either text or calls (a pythonic list is a call only as the whole output)
     else:
         lead, content = "Let me look that up.", "Let me look that up."
     out = lead + fam.block(calls)
