@@ -41,6 +41,12 @@ ELSEWHERE: dict[str, str] = {
     # harness drives has nothing to compare
     "hf": "test_vllm_response_template.py (vLLM's ResponseTemplateParser)",
     "beam": "test_vllm_response_template.py (vLLM's BeamParser)",
+    # the xml_a names: vLLM's own test outputs side by side through the serving Parser in
+    # test_vllm_diff_xml_a.py, the templates' outputs in test_vllm_tool_parity.py
+    **{n: "test_vllm_diff_xml_a.py (vLLM's own test outputs) and test_vllm_tool_parity.py (the template's)"
+       for n in ("ernie45", "hunyuan_a13b", "hy_v3", "hy_v4", "longcat", "mimo", "minicpm5", "seed_oss", "step3",
+                 "step3p5", "step5", "zaya_xml")},
+    "zaya": "test_vllm_tool_parity.py (the template's outputs; vLLM's own tests are zaya_xml's)",
 }
 GAPS: dict[str, str] = {
     # vLLM name -> the layout of vLLM's own tests that thinkgate does not read yet
