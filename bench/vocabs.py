@@ -22,7 +22,7 @@ __all__ = ["SYNTHETIC_FAMILIES", "synthetic_vocabulary", "format_vocabulary", "F
 # `qwen3_5`, `qwen3_6`),
 # DeepSeek V4 (`deepseek_v3`, `deepseek_v31`, `deepseek_v32`, `deepseek_v4`), Magistral's tekken
 # (`mistral`). No offline vocabulary has the markers of Kimi K2, GLM-4.7, MiniMax M2, Gemma 4, gpt-oss
-# (harmony), Llama 3, Jamba, Granite 3 or InternLM2: for those, `synthetic_vocabulary` is the Qwen3.6 table plus that family's
+# (harmony), Llama 3, Jamba, Granite 3, InternLM2 or Muse: for those, `synthetic_vocabulary` is the Qwen3.6 table plus that family's
 # special tokens appended as control tokens (its name says `synthetic`). Token ids of the appended
 # markers are therefore not the real model's; the grammar and the readers only ever see them as tokens.
 
@@ -79,6 +79,10 @@ SYNTHETIC_FAMILIES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "apertus": (("<|system_start|>", "<|system_end|>", "<|developer_start|>", "<|developer_end|>", "<|user_start|>",
                  "<|user_end|>", "<|assistant_start|>", "<|assistant_end|>", "<|inner_prefix|>", "<|inner_suffix|>",
                  "<|tools_prefix|>", "<|tools_suffix|>"), ("<|assistant_end|>",)),
+    # -- Muse (Spark, Glimmer): the GGUF metadata's control tokens (<|eom|> ends a message and the turn goes
+    # on, so only <|eot|> and <|end_of_text|> stop); the <atem:...> tags are plain text
+    "muse": (("<|begin_of_text|>", "<|end_of_text|>", "<|start|>", "<|message|>", "<|eom|>", "<|eot|>"),
+             ("<|eot|>", "<|end_of_text|>")),
 }
 
 FORMAT_VOCABULARY: dict[str, str] = {
@@ -96,6 +100,7 @@ FORMAT_VOCABULARY: dict[str, str] = {
     "k2_horizon": "ifm", "cohere_command3": "cohere",
     "pythonic": "llama", "llama4_pythonic": "llama4", "olmo3": "qwen3_6", "lfm2": "lfm2", "functiongemma": "functiongemma",
     "gigachat3": "gigachat", "apertus": "apertus",
+    "muse": "muse", "muse_glimmer": "muse",
 }
 """Format -> the vocabulary its tests and benchmarks use (a real name or a synthetic family)."""
 

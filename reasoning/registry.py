@@ -76,6 +76,9 @@ _BUILTIN_MODULES: dict[str, str] = {
     "zaya": "zaya",
     "openai_gptoss": "gptoss",
     "gpt_oss": "gptoss",
+    "muse": "muse",
+    "musespark": "muse",
+    "muse_glimmer": "muse_glimmer",
 }
 
 
