@@ -45,11 +45,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Literal
+from typing import AnyStr, Literal
 
 __all__ = ["START", "MESSAGE", "EOM", "EOT", "MARKERS", "MAX_RECIPIENT_BYTES", "Kind", "REASONING", "CONTENT",
            "ANSWER", "TOOL", "DROPPED", "ENDING_KINDS", "Recipients", "SPARK", "GLIMMER", "header_of", "Message",
-           "read_messages", "SEPARATORS"]
+           "read_messages", "SEPARATORS", "advance_word", "recipient_of"]
 
 START, MESSAGE, EOM, EOT = "<|start|>", "<|message|>", "<|eom|>", "<|eot|>"
 MARKERS: tuple[str, ...] = (START, MESSAGE, EOM, EOT)
@@ -103,6 +103,47 @@ SPARK = Recipients(reasoning=frozenset({None, "self"}), content=frozenset({"comm
 GLIMMER = Recipients(reasoning=frozenset({"self"}), content=frozenset(), answer=frozenset({None, "user"}))
 """Muse Glimmer's compatibility profile (vLLM's ``muse_glimmer``): every recipient but ``self`` and ``user``
 is a tool, ``commentary`` included."""
+
+
+_B_SEPS = tuple(c.encode() for c in SEPARATORS)
+
+
+def advance_word(word: AnyStr | None, data: AnyStr) -> tuple[AnyStr, AnyStr | None]:
+    """:func:`header_of`'s rule, incrementally: ``data`` (text without a marker) follows the held ``word``
+    (the current word's end that may still become a header: empty, ``t``, ``to`` or ``to=...``; None when the
+    word's ``to=...`` ran past :data:`MAX_RECIPIENT_BYTES`, so it names no recipient until the word ends).
+    Returns (the text now known not to be a header, the new held word); the two together are ``word + data``.
+    On ``str`` (the tool stream) or ``bytes`` (the token machine) alike. O(len(data) + len(word))."""
+    if isinstance(data, bytes):
+        seps, to, t, tt, size = _B_SEPS, b"to=", b"t", b"to", len
+    else:
+        seps, to, t, tt, size = SEPARATORS, "to=", "t", "to", _utf8_len
+    last = max(data.rfind(c) for c in seps)  # type: ignore[arg-type]
+    if last >= 0:
+        released = (word or data[:0]) + data[:last + 1]
+        rest = data[last + 1:]
+    elif word is None:
+        return data, None
+    else:
+        released, rest = data[:0], word + data
+    j = rest.find(to)  # type: ignore[arg-type]
+    if j < 0:
+        keep = 2 if rest.endswith(tt) else 1 if rest.endswith(t) else 0  # type: ignore[arg-type]
+        return released + rest[:len(rest) - keep], rest[len(rest) - keep:]
+    if size(rest[j:]) > MAX_RECIPIENT_BYTES:
+        return released + rest, None
+    return released + rest[:j], rest[j:]
+
+
+def recipient_of(word: AnyStr | None) -> str | None:
+    """The recipient a held word (:func:`advance_word`) names when a ``<|message|>`` follows it, or None."""
+    if not word or len(word) <= 3 or word[:3] not in ("to=", b"to="):
+        return None
+    return word[3:] if isinstance(word, str) else word[3:].decode("utf-8", "replace")
+
+
+def _utf8_len(s: str) -> int:
+    return len(s.encode("utf-8"))
 
 
 def _word_start(text: str) -> int:

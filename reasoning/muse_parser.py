@@ -52,14 +52,10 @@ from typing import Any, ClassVar, NamedTuple
 
 from .base import (ENDED, DeltaMessage, ReasoningEnd, ReasoningParser, ReasoningSplit, ReasoningStream,
                    StateTracker, checked_end, ending_ids_among, reasoning_excluded)
-from .muse_channels import (ANSWER, CONTENT, ENDING_KINDS, EOM, EOT, MARKERS, MAX_RECIPIENT_BYTES, MESSAGE,
-                            REASONING, SEPARATORS, SPARK, START, Kind, Recipients, read_messages)
+from .muse_channels import (ANSWER, CONTENT, ENDING_KINDS, EOM, MARKERS, MAX_RECIPIENT_BYTES, MESSAGE, REASONING,
+                            SPARK, START, Recipients, advance_word, read_messages, recipient_of)
 
 __all__ = ["MuseChannelParser", "MuseTracker", "MuseStream", "Channel"]
-
-_SEPS = tuple(c.encode() for c in SEPARATORS)
-_TO = b"to="
-
 
 class Channel(NamedTuple):
     """The tracker state of a request whose reasoning has not ended (an ended one is ``ENDED``)."""
@@ -67,39 +63,13 @@ class Channel(NamedTuple):
     body: str | None = None
     """The kind of the body the output is in; None between messages (in a header)."""
     word: bytes | None = b""
-    """The held end of the current word that may still become a header: ``b""``, ``b"t"``, ``b"to"``, or
-    ``to=...``; None when the word's ``to=`` ran past the bound (no header until the next separator)."""
+    """The held end of the current word that may still become a header (``muse_channels.advance_word``):
+    ``b""``, ``b"t"``, ``b"to"``, or ``to=...``; None when the word's ``to=`` ran past the bound."""
     held: bytes = b""
     """A proper prefix of a text marker, held until the next bytes decide."""
 
 
 _START_STATE = Channel()
-
-
-def _advance_word(word: bytes | None, data: bytes) -> tuple[bytes, bytes | None]:
-    """Run ``data`` (text, no marker) after the held ``word``: (the bytes now known to be text, the new held
-    word). The two together are ``(word or b"") + data``. O(len(data) + len(word))."""
-    last = max(data.rfind(c) for c in _SEPS)
-    if last >= 0:
-        released = (word or b"") + data[:last + 1]
-        rest = data[last + 1:]
-    elif word is None:
-        return data, None
-    else:
-        released, rest = b"", word + data
-    j = rest.find(_TO)
-    if j < 0:
-        keep = 2 if rest.endswith(b"to") else 1 if rest.endswith(b"t") else 0
-        return released + rest[:len(rest) - keep], rest[len(rest) - keep:]
-    if len(rest) - j > MAX_RECIPIENT_BYTES:
-        return released + rest, None
-    return released + rest[:j], rest[j:]
-
-
-def _recipient(word: bytes | None) -> str | None:
-    if word is None or not word.startswith(_TO) or len(word) == 3:
-        return None
-    return word[3:].decode("utf-8", "replace")
 
 
 class _Sink:
@@ -135,7 +105,7 @@ class _Walk:
         if not data:
             return
         start = self.word_at if self.word else at
-        released, self.word = _advance_word(self.word, data)
+        released, self.word = advance_word(self.word, data)
         if self.sink is not None and released:
             self.sink.text(self.body, start, released)
         self.word_at = start + len(released)
@@ -148,7 +118,7 @@ class _Walk:
 
     def marker(self, marker: str, at: int, i: int) -> None:
         if marker == MESSAGE:
-            recipient = _recipient(self.word)
+            recipient = recipient_of(self.word)
             if recipient is None:
                 self.flush_word()
             self.word = b""
@@ -334,7 +304,7 @@ class MuseChannelParser(ReasoningParser):
             tb = self.vocabulary.token_bytes
             data = b"".join([tb[t] for t in token_ids])
             if not self._text_markers or b"<" not in data:  # the common step: no marker can be in it
-                word = _advance_word(state.word, data)[1]
+                word = advance_word(state.word, data)[1]
                 return (state if word == state.word else state._replace(word=word)), None
         w = _Walk(self, state)
         w.run(token_ids)

@@ -41,9 +41,11 @@ SGLANG_REASONING_PARSERS: dict[str, str] = {
     "granite_thinking_parser": "granite_thinking_parser",
     "inkling": "inkling",
     "cohere_command4": "cohere_command4",
+    "muse": "muse_glimmer",
 }
 """SGLang 0.5.23's ``--reasoning-parser`` names (``ReasoningParser.DetectorMap``) -> thinkgate families.
-``hunyuan`` is SGLang's detector for the suffixed ``<think…>`` Hunyuan tokens (thinkgate's ``hy_v4``:
+``muse`` is read with the Glimmer profile's recipients, as SGLang's ``muse`` tool-call name is thinkgate's
+``muse_glimmer`` format (``sglang_tool_names.py``). ``hunyuan`` is SGLang's detector for the suffixed ``<think…>`` Hunyuan tokens (thinkgate's ``hy_v4``:
 thinking unless ``reasoning_effort: no_think``); ``gigachat35`` is served by SGLang with DeepSeek-R1's
 detector. SGLang names with no thinkgate family are in :data:`SGLANG_UNSERVED`; a thinkgate family name
 is taken as is."""
@@ -54,7 +56,6 @@ SGLANG_UNSERVED: dict[str, str] = {
     "iquest_q1": "IQuest Q1: no thinkgate family yet (no vLLM 0.34 name)",
     "beam": "markers come from the checkpoint's response template: not built yet (vLLM's beam / hf)",
     "response_template": "markers come from the checkpoint's response template: not built yet (vLLM's hf)",
-    "muse": "Muse's to=self<|message|> … <|eom|> channels: a harmony-like multi-channel reader, not built yet",
 }
 """SGLang 0.5.23 names that thinkgate deliberately does not serve yet, each with its reason."""
 

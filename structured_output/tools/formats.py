@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import threading
 
+from thinkgate.reasoning.muse_channels import GLIMMER, SPARK
+
 from .alternatives import AlternativeFormats
 from .args import GemmaArgs, JsonArgs, XmlArgs
 from .call_ids import WrittenCallId, mistral_call_id
@@ -17,6 +19,7 @@ from .engine import CallFormat, ToolFormat
 from .harmony import HarmonyFormat
 from .json_calls import JsonCallsFormat
 from .marked_json import MarkedJsonFormat
+from .muse import MuseFormat
 from .pythonic import PythonicFormat
 from .xml_values import ValueStyle
 
@@ -419,3 +422,10 @@ register_tool_format(AlternativeFormats(
         CallFormat(name="gigachat3_0", markers=_GIGACHAT,
                    call_begin='<|message_sep|>\n\nfunction call<|role_sep|>\n{"name": "{name}", "arguments": ',
                    args=JsonArgs(), call_end="}"))))
+
+# -- muse: Muse's channel messages, a call a message to its tool with an ATEM block (muse.py; the recipients are
+# reasoning/muse_channels.py's, shared with the muse reasoning parsers)
+register_tool_format(MuseFormat(name="muse", aliases=("musespark",), recipients=SPARK))
+register_tool_format(MuseFormat(
+    name="muse_glimmer", recipients=GLIMMER, pre_recipients=("self",),
+    description="Muse Glimmer profile: Muse's call messages; every recipient but self and user is a tool"))
