@@ -18,10 +18,10 @@ def test_vllm_name_lists_are_vllm_034s_sizes() -> None:
 
 
 # Not served yet (issue 20 is open): hf / beam read their markers from a checkpoint's response template;
-# muse* write channel-scoped messages; inkling typed blocks; kimi_k3 a response channel of multi-token
-# markers; minimax_m3 nested elements. The list is exact, so serving one means updating it.
-NOT_YET = {"reasoning": ["beam", "hf", "muse", "muse_glimmer", "musespark"],
-           "tool": ["beam", "hf", "inkling", "kimi_k3", "minimax_m3", "muse", "muse_glimmer", "musespark"]}
+# inkling typed blocks; kimi_k3 a response channel of multi-token markers; minimax_m3 nested elements. The list
+# is exact, so serving one means updating it.
+NOT_YET = {"reasoning": ["beam", "hf"],
+           "tool": ["beam", "hf", "inkling", "kimi_k3", "minimax_m3"]}
 
 
 def test_every_vllm_name_is_served_but_the_listed_ones() -> None:
