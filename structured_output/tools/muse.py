@@ -177,8 +177,6 @@ class MuseFormat(ToolFormat):
         tools = request.function_tools
         if request.mode == "none" or not tools:
             return structural_tag(seq(head, answer))
-        for t in tools:
-            _check_name(t)
         one = or_(*[self._call(t, lit, max_whitespace) for t in tools])
         calls = one if request.max_calls == 1 else seq(one, star(seq(nxt, one)))
         if request.mode in ("required", "named"):
@@ -214,8 +212,3 @@ class MuseFormat(ToolFormat):
 def _finder(src: MarkedText) -> Callable[[str, int], int]:
     return lambda marker, start: src.find_marker(marker, start)
 
-
-def _check_name(t: ToolSpec) -> None:
-    """A tool name the recipient ``to=NAME`` can hold (no whitespace, no ``<``)."""
-    if not t.name or any(c in t.name for c in ' \t\n\r\x0b\x0c<"'):
-        raise ValueError(f"tool {t.name!r}: the name cannot be written as a Muse recipient (to=NAME) and invoke name")
