@@ -53,7 +53,7 @@ from typing import Any, ClassVar, NamedTuple
 from .base import (ENDED, DeltaMessage, ReasoningEnd, ReasoningParser, ReasoningSplit, ReasoningStream,
                    StateTracker, checked_end, ending_ids_among, reasoning_excluded)
 from .muse_channels import (ANSWER, CONTENT, ENDING_KINDS, EOM, MARKERS, MAX_RECIPIENT_BYTES, MESSAGE, REASONING,
-                            SPARK, START, Recipients, advance_word, read_messages, recipient_of)
+                            SPARK, START, Recipients, advance_word, header_of, read_messages, recipient_of)
 
 __all__ = ["MuseChannelParser", "MuseTracker", "MuseStream", "Channel"]
 
@@ -201,6 +201,10 @@ class MuseChannelParser(ReasoningParser):
     (``ValueError`` naming the parser and the marker when it can do neither)."""
 
     recipients: ClassVar[Recipients] = SPARK
+    framed_after_end: ClassVar[bool] = True
+    """The text after the end is framed too (later messages: reasoning again, more calls, an answer): a front
+    end must split all of the output with this parser's stream, not pass what follows the end through as
+    content (vLLM's plugin maps it to ``opens_reasoning_in_content``)."""
 
     def __init__(self, tokenizer: Any, chat_template_kwargs: Mapping[str, Any] | None = None) -> None:
         super().__init__(tokenizer, chat_template_kwargs)
@@ -331,6 +335,15 @@ class MuseChannelParser(ReasoningParser):
             if found is not None:
                 return found
         return None
+
+    def reopening_ids(self, text: str) -> list[int]:
+        """``text`` is an output's text through the ``<|message|>`` at which its reasoning ended: the ids that open
+        that message again (`` to=NAME<|message|>``, or a bare ``<|message|>``), for a reader that takes the output
+        over after the end and must know whose body follows (an engine that hands the tool reader only the text
+        after the reasoning: ``vllm_plugin.py``)."""
+        i = text.rfind(MESSAGE)
+        recipient = header_of(text[:i] if i >= 0 else text)[1]
+        return self.vocabulary.encode(MESSAGE if recipient is None else f" to={recipient}{MESSAGE}")
 
     # -- contract: front end ---------------------------------------------------------------------
     def extract_reasoning(self, text: str, prompt_token_ids: Sequence[int] = (),
