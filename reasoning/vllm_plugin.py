@@ -48,6 +48,13 @@ the delta's token ids and text: O(delta), never the text so far. ``extract_reaso
 whole output from the state the prompt gave (``set_prompt_token_ids``); ``extract_content_ids`` and
 ``count_reasoning_tokens`` split whole outputs exactly to the token.
 
+Families framed after their end (Muse's messages, ``framed_after_end``): the text after the end is still
+messages (more reasoning, more calls, the answer), so the plugin sets vLLM's ``opens_reasoning_in_content``
+(without a tool parser, every delta goes through the family's stream, as the whole output does); a tool
+parser that takes over reads the whole output (``extract_reasoning`` of a request with tools hands it the
+whole text) or, in a stream, the ending message's header ids before its content (``extract_content_ids`` of
+the delta where the stream's end came: ``reopening_ids``), so the tool reader knows whose body follows.
+
 What vLLM's gate cannot express (so the plugin cannot either): a first-token family (mistral,
 glm45, cohere_command, gemma4 with thinking on, granite) decides with its first generated token
 whether it thinks; vLLM leaves that token unmasked, and when it starts the content (the model skipped
