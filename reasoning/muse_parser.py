@@ -48,12 +48,12 @@ from __future__ import annotations
 import bisect
 import codecs
 from collections.abc import Mapping, Sequence
-from typing import Any, ClassVar, NamedTuple
+from typing import Any, ClassVar, NamedTuple, Protocol
 
 from .base import (ENDED, DeltaMessage, ReasoningEnd, ReasoningParser, ReasoningSplit, ReasoningStream,
                    StateTracker, checked_end, ending_ids_among, reasoning_excluded)
-from .muse_channels import (ANSWER, CONTENT, ENDING_KINDS, EOM, MARKERS, MAX_RECIPIENT_BYTES, MESSAGE, REASONING,
-                            SPARK, START, Recipients, advance_word, header_of, read_messages, recipient_of)
+from .muse_channels import (ANSWER, CONTENT, ENDING_KINDS, EOM, MARKERS, MESSAGE, REASONING, SPARK, START, Recipients,
+                            advance_word, header_of, read_messages, recipient_of)
 
 __all__ = ["MuseChannelParser", "MuseTracker", "MuseStream", "Channel"]
 
@@ -72,7 +72,7 @@ class Channel(NamedTuple):
 _START_STATE = Channel()
 
 
-class _Sink:
+class _Sink(Protocol):
     """What the front end keeps of a walk: text by kind (``None``: between messages), with byte offsets."""
 
     def text(self, kind: str | None, at: int, data: bytes) -> None: ...
@@ -254,7 +254,7 @@ class MuseChannelParser(ReasoningParser):
             i = data.rfind(START.encode())
             if i < 0:
                 return _START_STATE
-            w = _Walk(_TextOnly.of(self), _START_STATE, latch=False)
+            w = _Walk(_TextOnly(self), _START_STATE, latch=False)  # type: ignore[arg-type]
             w._lex(data[i:], 0)
         if w.body in ENDING_KINDS:
             return ENDED
@@ -381,10 +381,6 @@ class _TextOnly:
         self._text_markers = tuple(m.encode() for m in MARKERS)
         self._max_text_marker = max(len(m) for m in MARKERS)
 
-    @classmethod
-    def of(cls, parser: MuseChannelParser) -> MuseChannelParser:
-        return cls(parser)  # type: ignore[return-value]
-
 
 class _Ranges(_Sink):
     """The byte ranges of reasoning bodies (the split)."""
@@ -437,7 +433,7 @@ class _Text(_Sink):
 class MuseStream(ReasoningStream):
     """Front-end streaming splitter of one request, driven by token ids (see the module docstring). Text
     before the first ``<|message|>`` is held (it is a header, or, when no message ever comes, the content);
-    a body's last word that may become a header is held up to :data:`MAX_RECIPIENT_BYTES`. O(the feed)."""
+    a body's last word that may become a header is held up to ``MAX_RECIPIENT_BYTES``. O(the feed)."""
 
     def __init__(self, parser: MuseChannelParser, state: Channel | int) -> None:
         self._parser = parser
