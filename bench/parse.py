@@ -76,6 +76,12 @@ CASES: dict[str, tuple[str | None, str, str, str]] = {
                f"<|end|><|start|>assistant<|channel|>commentary to=functions.get_weather <|constrain|>json"
                f"<|message|>{_ARGS}<|call|>"),
     "json": ("qwen3", *_QWEN, f'{{"name": "get_weather", "parameters": {_ARGS}}}'),
+    # Muse: the content is an answer message, then the call is a message of its own
+    **{fmt: (fmt, "<|start|>user<|message|>Weather?<|eot|><|start|>assistant",
+             " to=self<|message|>I should call a tool.<|eom|><|start|>assistant to=user<|message|>",
+             '<|eom|><|start|>assistant to=get_weather<|message|><atem:function_calls>\n<atem:invoke name="get_weather">'
+             '\n<atem:parameter name="location">Paris</atem:parameter>\n</atem:invoke>\n</atem:function_calls>')
+       for fmt in ("muse", "muse_glimmer")},
     # json_lists (no reasoning parser: these models do not think here)
     "phi4_mini_json": (None, _CHATML, "", f'functools[{{"name": "get_weather", "arguments": {_ARGS}}}]'),
     "xlam": (None, _CHATML, "", f'{{"name": "get_weather", "arguments": {_ARGS}}}'),

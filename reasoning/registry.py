@@ -78,6 +78,9 @@ _BUILTIN_MODULES: dict[str, str] = {
     "gpt_oss": "gptoss",
     "hf": "hf",
     "beam": "hf",
+    "muse": "muse",
+    "musespark": "muse",
+    "muse_glimmer": "muse_glimmer",
 }
 
 

@@ -48,6 +48,13 @@ the delta's token ids and text: O(delta), never the text so far. ``extract_reaso
 whole output from the state the prompt gave (``set_prompt_token_ids``); ``extract_content_ids`` and
 ``count_reasoning_tokens`` split whole outputs exactly to the token.
 
+Families framed after their end (Muse's messages, ``framed_after_end``): the text after the end is still
+messages (more reasoning, more calls, the answer), so the plugin sets vLLM's ``opens_reasoning_in_content``
+(without a tool parser, every delta goes through the family's stream, as the whole output does); a tool
+parser that takes over reads the whole output (``extract_reasoning`` of a request with tools hands it the
+whole text) or, in a stream, the ending message's header ids before its content (``extract_content_ids`` of
+the delta where the stream's end came: ``reopening_ids``), so the tool reader knows whose body follows.
+
 What vLLM's gate cannot express (so the plugin cannot either): a first-token family (mistral,
 glm45, cohere_command, gemma4 with thinking on, granite) decides with its first generated token
 whether it thinks; vLLM leaves that token unmasked, and when it starts the content (the model skipped
@@ -167,8 +174,19 @@ class ThinkgateVllmReasoningParser(VllmReasoningParser):
         self._stream_end: ReasoningTracker | None = None
         # the delta in which the stream's thinking ended, and where its content starts in it
         self._stream_split: tuple[tuple[int, ...], int] | None = None
+        # a family framed after its end (Muse): the ids that reopen the ending message, before that content, and
+        # the last bytes of the stream (where that message's header is)
+        self._reopen: list[int] = []
+        self._tail = b""
         # count_reasoning_tokens: (ids counted, their count) once the end is among them
         self._counted: tuple[int, int] | None = None
+
+    @property
+    def opens_reasoning_in_content(self) -> bool:
+        """vLLM's flag: without a tool parser, its serving layer feeds every delta to this parser (not only
+        those before the end). True for the families whose text after the end is framed too (Muse's
+        messages: ``framed_after_end``), so the stream splits all of it as the whole output is split."""
+        return bool(getattr(self.parser, "framed_after_end", False))
 
     # -- prompt ----------------------------------------------------------------------------------
     def _set_prompt(self, prompt_token_ids: Sequence[int]) -> None:
@@ -260,7 +278,7 @@ class ThinkgateVllmReasoningParser(VllmReasoningParser):
         that delta is split where the stream's tracker saw the end, not read as an output's start."""
         split = self._stream_split
         if split is not None and tuple(input_ids) == split[0]:
-            return list(input_ids[split[1]:])
+            return self._reopen + list(input_ids[split[1]:])
         return self.parser.extract_content_ids(input_ids, self._prompt_ids(), self.chat_template_kwargs)
 
     def count_reasoning_tokens(self, token_ids: Sequence[int]) -> int:
@@ -282,6 +300,10 @@ class ThinkgateVllmReasoningParser(VllmReasoningParser):
         rather than None (``EMPTY_REASONING_AS_TEXT``) get ``""`` whenever the output starts inside the
         thinking, as vLLM gives."""
         reasoning, content = self.parser.extract_reasoning(model_output, self._prompt_ids(), self.chat_template_kwargs)
+        if self.opens_reasoning_in_content and _reads_tools(request):
+            # framed after its end (Muse): the tool parser reads the calls and the content from the whole output,
+            # as thinkgate's own reader does (vLLM hands it this content); the reasoning stays ours
+            return reasoning, model_output or None
         if reasoning is None and self.family in EMPTY_REASONING_AS_TEXT and not self.parser.is_reasoning_end(
                 self._prompt_ids(), self.chat_template_kwargs):
             reasoning = ""
@@ -294,8 +316,14 @@ class ThinkgateVllmReasoningParser(VllmReasoningParser):
             self._stream = self.parser.new_stream(self._prompt_ids(), self.chat_template_kwargs)
             self._stream_end = self.parser.new_tracker(self._prompt_ids(), self.chat_template_kwargs)
         end = self._stream_end.advance(delta_token_ids)
+        framed = self.opens_reasoning_in_content
         if end is not None:
             self._stream_split = (tuple(delta_token_ids), end.content_start)
+            if framed:  # the tool parser that takes over reads the ending message's header
+                head = self._tail + self.parser.vocabulary.decode_bytes(delta_token_ids[:end.offset + 1])
+                self._reopen = self.parser.reopening_ids(head.decode("utf-8", "replace"))  # type: ignore[attr-defined]
+        elif framed:  # the text a header can span (bounded)
+            self._tail = (self._tail + self.parser.vocabulary.decode_bytes(delta_token_ids))[-_TAIL_BYTES:]
         return _to_vllm(self._stream.feed(delta_token_ids, delta_text))
 
     def has_engine_confirmed_reasoning_end(self) -> bool:
@@ -312,6 +340,15 @@ class ThinkgateVllmReasoningParser(VllmReasoningParser):
         # markers are special tokens: the detokenizer must keep them for the text to be split
         request.skip_special_tokens = False
         return request
+
+
+_TAIL_BYTES = 1024
+"""The stream's last bytes a framed family's plugin keeps: more than a header can hold (``MAX_RECIPIENT_BYTES``)."""
+
+
+def _reads_tools(request: Any) -> bool:
+    """Whether vLLM will hand this request's content to a tool parser (it declares tools and does not say none)."""
+    return bool(getattr(request, "tools", None)) and getattr(request, "tool_choice", None) != "none"
 
 
 def register_vllm_reasoning_parsers(families: Iterable[str] | None = None) -> dict[str, type[ThinkgateVllmReasoningParser]]:

@@ -73,8 +73,9 @@ parameter followed by an enum one: the model's own second parameter is masked;
 general plugin (``THINKGATE_VLLM_BACKEND=1``) the tag compiles with thinkgate's compiler
 (``vllm_backend.handled_by_xgrammar``: it names its markers as tokens): control tokens never inside
 strings or free text, and the DSML calls go through.
-The ``openai`` (harmony) format's constraint covers the thinking, which vLLM's gate does not apply a
-grammar to: its requests get no constraint from this plugin (vLLM serves harmony through its own path).
+The ``openai`` (harmony) and ``muse`` / ``muse_glimmer`` formats' constraints cover the thinking, which vLLM's
+gate does not apply a grammar to: their requests get no constraint from this plugin (vLLM serves harmony
+through its own path; Muse's calls are read, not constrained, there).
 """
 
 from __future__ import annotations

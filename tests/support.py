@@ -297,6 +297,15 @@ class Family:
         return self.section[0] + self.sep.join(self.call(n, a, i) for i, (n, a) in enumerate(calls)) + self.section[1]
 
 
+MUSE_PROMPT = "<|start|>user<|message|>Weather?<|eot|><|start|>assistant"
+MUSE_THINK = " to=self<|message|>The user wants the weather; I should call a tool.<|eom|><|start|>assistant"
+
+
+def _muse_call(n: str, a: dict[str, Any], i: int) -> str:
+    return (f' to={n}<|message|><atem:function_calls>\n<atem:invoke name="{n}">\n'
+            + _xml(n, a, '<atem:parameter name="{key}">', "</atem:parameter>\n") + "</atem:invoke>\n</atem:function_calls>")
+
+
 QWEN_PROMPT = "<|im_start|>user\nWeather?<|im_end|>\n<|im_start|>assistant\n<think>\n"
 QWEN_THINK = "The user wants the weather; I should call a tool.\n</think>\n\n"
 DS_PROMPT = "<｜User｜>Weather?<｜Assistant｜><think>"
@@ -473,6 +482,10 @@ FAMILIES: dict[str, Family] = {f.fmt: f for f in [
            "I should call a tool.<|close|>think<|sep|>", lambda n, a, i: _xtml_call(n, a, i + 1),
            section=("<|close|>response<|sep|><|open|>tools<|sep|>", "<|close|>tools<|sep|><|close|>message<|sep|>"),
            xml=('<|open|>argument key="location" type="string"<|sep|>', "<|close|>")),
+    # -- muse: a call is a message of its own (the first one's "<|start|>assistant" is the thinking's / prompt's)
+    *[Family(fmt, "muse", fmt, MUSE_PROMPT, MUSE_THINK, _muse_call, sep="<|eom|><|start|>assistant",
+             xml=('<atem:parameter name="location">', "</atem:parameter>"), close_ends_value=True)
+      for fmt in ("muse", "muse_glimmer")],
 ]}
 FORMATS = list(FAMILIES)
 

@@ -342,6 +342,28 @@ def _gpt_oss_template(calls: Sequence[Call], content: str) -> str:
 
 
 # --------------------------------------------------------------------------------------------------
+# Muse (Spark and the Glimmer profile); the text after the prompt's '<|start|>assistant'
+
+
+def _muse(calls: Sequence[Call], content: str) -> str:
+    # Muse's chat template (its tool instruction and history, as the renderer golden tests of a public Muse
+    # runtime quote them: a call is a message of its own, '<|start|>assistant to=' + name + '<|message|>' +
+    # '<atem:function_calls>\n<atem:invoke name="' + name + '">\n' + per argument '<atem:parameter name="' + k +
+    # '">' + value + '</atem:parameter>\n' + '</atem:invoke>\n</atem:function_calls>', the calls joined by
+    # '<|eom|>'; "String and scalar parameters should be specified as is, while lists and objects should use JSON
+    # format": a str as it is, any other value tojson). The first message's '<|start|>assistant' is the prompt's.
+    if content:
+        raise ValueError("Muse writes content in a message of its own (to=user / to=commentary), not beside a call")
+    out = []
+    for name, args in calls:
+        params = "".join(f'<atem:parameter name="{k}">{v if isinstance(v, str) else tojson(v)}</atem:parameter>\n'
+                         for k, v in args.items())
+        out.append(f' to={name}<|message|><atem:function_calls>\n<atem:invoke name="{name}">\n{params}'
+                   "</atem:invoke>\n</atem:function_calls>")
+    return "<|eom|><|start|>assistant".join(out)
+
+
+# --------------------------------------------------------------------------------------------------
 # json_lists: JSON call objects inside optional markers
 
 
@@ -846,6 +868,12 @@ RENDERERS: dict[str, Renderer] = {r.name: r for r in [
              "_xtml_value, _escape_attr_value; K3 ships no Jinja template); vllm-project/vllm 0.34 "
              "structural_tag_registry.get_kimi_k3_structural_tag", _kimi_k3,
              notes="the response channel (with its opening: thinking on) then the tools channel; the message's close"),
+    # -- muse
+    Renderer("muse", "muse", "Muse's chat template as a public Muse runtime's renderer golden tests quote it (tool "
+             "instruction, '<|start|>assistant to=N<|message|><atem:function_calls>' history, calls joined by "
+             "'<|eom|>'); vllm 0.34 vllm/tool_parsers/muse_tool_parser.py docstring", _muse),
+    Renderer("muse_glimmer", "muse_glimmer", "the same template (Muse Glimmer writes Spark's call messages; its "
+             "profile reads recipients differently)", _muse),
 ]}
 
 

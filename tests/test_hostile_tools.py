@@ -2,7 +2,8 @@
 
 - Marker text written with ordinary tokens is not a call: ``read_ids`` takes a marker only where the
   model produced the control token (Qwen3.6 for hermes / qwen3_6, Magistral for mistral, DeepSeek V4
-  for the deepseek formats, the synthetic harmony vocabulary for openai); ``read(text)`` trusts the text.
+  for the deepseek formats, the synthetic harmony and Muse vocabularies for openai and muse); ``read(text)``
+  trusts the text.
 - The request's rules hold whatever the entry point: ``none`` reads no calls, parallel calls off reads one
   (the rest stays content), a tool outside the allowed ones is content, strict arguments are validated.
 - Depth: a tool schema nested past ``MAX_TOOL_SCHEMA_DEPTH`` is a clear ``ValueError``; arguments nested
@@ -34,8 +35,10 @@ STRICT_NOTE = {"type": "function", "function": {"name": "note", "parameters": NO
 PING = {"type": "function", "function": {"name": "ping"}}
 TOOLS = [NOTE, PING]
 
-# the formats with a real (or, for harmony, synthetic) vocabulary holding their markers as control tokens
-FORMATS = ["hermes", "qwen3_6", "mistral", "deepseek_v4", "deepseek_v31", "openai"]
+# the formats with a real (or, for harmony and Muse, synthetic) vocabulary holding their markers as control tokens
+FORMATS = ["hermes", "qwen3_6", "mistral", "deepseek_v4", "deepseek_v31", "openai", "muse"]
+MESSAGES = ("openai", "muse")
+"""Formats whose calls are messages of their own: a refused call's body is content, its header syntax."""
 SECTION = {"deepseek_v4": ("<｜DSML｜tool_calls>\n", "</｜DSML｜tool_calls>"),
            "deepseek_v31": ("<｜tool▁calls▁begin｜>", "<｜tool▁calls▁end｜>")}
 
@@ -62,7 +65,24 @@ def one_call(fmt: str, name: str, args: dict[str, Any]) -> str:
     if fmt == "openai":
         return (f"<|start|>assistant<|channel|>commentary to=functions.{name} <|constrain|>json<|message|>"
                 f"{json.dumps(args)}<|call|>")
+    if fmt == "muse":
+        return f"<|start|>assistant to={name}<|message|>{atem_block(name, args)}<|eom|>"
     raise AssertionError(fmt)
+
+
+def atem_block(name: str, args: dict[str, Any]) -> str:
+    params = "".join(f'<atem:parameter name="{k}">{_xml_value(v)}</atem:parameter>\n' for k, v in args.items())
+    return f'<atem:function_calls>\n<atem:invoke name="{name}">\n{params}</atem:invoke>\n</atem:function_calls>'
+
+
+def refused(fmt: str, calls: list[tuple[str, dict[str, Any]]], text: str) -> str:
+    """The content a reader leaves of ``text``, the calls ``calls``, when it refuses them all: a message format's
+    call bodies (their headers are syntax), any other format's whole text."""
+    if fmt == "openai":
+        return "".join(json.dumps(a) for _, a in calls)
+    if fmt == "muse":
+        return "".join(atem_block(n, a) for n, a in calls).strip()
+    return text.strip()
 
 
 def calls_text(fmt: str, calls: list[tuple[str, dict[str, Any]]]) -> str:
@@ -73,9 +93,14 @@ def calls_text(fmt: str, calls: list[tuple[str, dict[str, Any]]]) -> str:
     return body
 
 
-def final(text: str) -> str:
-    """Harmony: free text is a final message (analysis is neither content nor calls)."""
+def final(text: str, fmt: str = "openai") -> str:
+    """Harmony / Muse: free text is an answer message (analysis, reasoning are neither content nor calls)."""
+    if fmt == "muse":
+        return f"<|start|>assistant to=user<|message|>{text}<|eom|>"
     return f"<|channel|>final<|message|>{text}<|return|>"
+
+
+FINAL_HEADER = {"openai": "<|channel|>final<|message|>", "muse": "<|start|>assistant to=user<|message|>"}
 
 
 def read_calls(result) -> list[tuple[str, Any]]:
@@ -117,7 +142,7 @@ def vocab_of(fmt: str) -> Vocabulary:
 
 def test_marker_spellings_are_ordinary_tokens_in_the_real_vocabularies() -> None:
     for fmt, marker in [("hermes", "<tool_call>"), ("mistral", "[TOOL_CALLS]"), ("deepseek_v4", "｜DSML｜"),
-                        ("deepseek_v31", "<｜tool▁call▁begin｜>"), ("openai", "<|channel|>")]:
+                        ("deepseek_v31", "<｜tool▁call▁begin｜>"), ("openai", "<|channel|>"), ("muse", "<|message|>")]:
         v = vocab_of(fmt)
         assert v.encode(marker) == [v.special_tokens[marker]]
         ids = spelled_ids(v, marker)
@@ -135,11 +160,11 @@ def test_read_ids_takes_only_calls_made_of_control_tokens(fmt: str) -> None:
     call = calls_text(fmt, [("note", {"text": "hi"})])
     lead = "I could write "
     reader = get_tool_reader(fmt, TOOLS, **bound(fmt))
-    if fmt == "openai":
-        real = final("Let me see.") + call
+    if fmt in MESSAGES:
+        real = final("Let me see.", fmt) + call
         assert read_calls(reader.read_ids(real_ids(v, real), v)) == [("note", {"text": "hi"})]
         # the call spelled out inside a final message is that message's text
-        fake_ids = real_ids(v, "<|channel|>final<|message|>" + lead) + spelled_ids(v, call)
+        fake_ids = real_ids(v, FINAL_HEADER[fmt] + lead) + spelled_ids(v, call)
         got = reader.read_ids(fake_ids, v)
         assert got.calls == () and got.content == lead + call
         return
@@ -199,17 +224,15 @@ def test_tool_choice_none_reads_no_calls(fmt: str) -> None:
     text = calls_text(fmt, [("note", {"text": "hi"})])
     for got in _both_entry_points(fmt, get_tool_reader(fmt, TOOLS, "none", **bound(fmt)), text):
         assert got.calls == ()
-        if fmt != "openai":
-            assert got.content == text.strip()
-        else:
-            assert got.content == '{"text": "hi"}'  # the refused call's body, as for any refused call
+        # a message format: the refused call's body, as for any refused call
+        assert got.content == refused(fmt, [("note", {"text": "hi"})], text)
 
 
 @pytest.mark.parametrize("fmt", FORMATS)
 def test_parallel_calls_off_returns_the_first_call_and_the_rest_stays_content(fmt: str) -> None:
-    if fmt == "openai":
+    if fmt in MESSAGES:
         text = one_call(fmt, "note", {"text": "a"}) + one_call(fmt, "ping", {})
-        rest = "{}"
+        rest = refused(fmt, [("ping", {})], text)
     elif fmt in SECTION:
         text = calls_text(fmt, [("note", {"text": "a"}), ("ping", {})])
         rest = one_call(fmt, "ping", {}).strip()
@@ -236,7 +259,7 @@ def test_call_to_a_tool_outside_the_allowed_ones_is_content(fmt: str) -> None:
     for choice in (allowed, named_other):
         for got in _both_entry_points(fmt, get_tool_reader(fmt, TOOLS, choice, **bound(fmt)), text):
             assert got.calls == ()
-            assert got.content == ("{}" if fmt == "openai" else text.strip())
+            assert got.content == refused(fmt, [("ping", {})], text)
     # undeclared
     for got in _both_entry_points(fmt, get_tool_reader(fmt, [NOTE], **bound(fmt)), text):
         assert got.calls == ()
@@ -252,7 +275,7 @@ def test_strict_arguments_are_validated_against_the_schema(fmt: str) -> None:
     for reader in readers:
         for got in _both_entry_points(fmt, reader, bad):
             assert got.calls == ()
-            assert got.content == ('{"n": 1}' if fmt == "openai" else bad.strip())
+            assert got.content == refused(fmt, [("note", {"n": 1})], bad)
         assert read_calls(reader.read(good)) == [("note", {"text": "x", "n": 1})]
     # not strict, not forced: any arguments (XML formats then read values as raw text)
     assert [c.name for c in get_tool_reader(fmt, TOOLS, **bound(fmt)).read(bad).calls] == ["note"]
@@ -311,7 +334,10 @@ TRIGGERS = {
     "gemma4": "<|tool_call>call:f{x:",
     "hf": "<|tool_call>call:f{x:",  # Gemma 4's response template: its calls
     "kimi_k3": '<|open|>tools<|sep|><|open|>call tool="f" index="1"<|sep|><|open|>argument key="x" type="array"<|sep|>',
+    "muse": ' to=f<|message|><atem:function_calls>\n<atem:invoke name="f">\n<atem:parameter name="x">',
 }
+HEADERS = {"openai": TRIGGERS["openai"], "muse": " to=f<|message|>"}
+"""A message format's call header: syntax, not content."""
 F = {"type": "function", "function": {"name": "f", "parameters": {"type": "object", "properties": {
     "x": {"type": "array"}}}}}
 
@@ -322,8 +348,8 @@ def test_arguments_nested_5000_deep_are_content_not_a_crash(fmt: str, closed: bo
     text = TRIGGERS[fmt] + "[" * 5000 + ("]" * 5000 + "}" if closed else "")
     for choice in ("auto", "required"):
         got = get_tool_reader(fmt, [F], choice, **bound(fmt)).read(text)
-        # harmony: a refused call's body is content (its header is syntax)
-        assert got.calls == () and got.content == (text[len(TRIGGERS[fmt]):] if fmt == "openai" else text)
+        # harmony, Muse: a refused call's body is content (its header is syntax)
+        assert got.calls == () and got.content == text[len(HEADERS.get(fmt, "")):]
 
 
 def test_arguments_nested_5000_deep_from_ids_are_content() -> None:

@@ -40,9 +40,10 @@ from thinkgate.structured_output.tools import MarkedDecoder, get_tool_reader
 
 # formats whose arguments stream before the call ends (all; Gemma 4's for tools whose objects declare their
 # keys, as the corpus' get_weather and translate)
-HOLDS_CALLS = {"pythonic", "llama4_pythonic", "olmo3", "lfm2"}
+HOLDS_CALLS = {"pythonic", "llama4_pythonic", "olmo3", "lfm2", "muse", "muse_glimmer"}
 """Renderers whose format's stream holds a call list until it is read whole (``pythonic.py``: a Python call
-expression is decided when its list closes); their calls go out at the end, not as they are written."""
+expression is decided when its list closes; ``muse_stream.py``: a call message is read when it ends); their
+calls go out whole, not as they are written."""
 STREAMS_ARGUMENTS = set(RENDERERS) - HOLDS_CALLS
 
 

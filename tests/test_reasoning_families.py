@@ -398,3 +398,52 @@ def test_keep_thinking_tokens_agree_with_scan(name):
     assert undecided.keep_thinking_token_ids() == keep  # pure
     thinking = parser.new_tracker(v.encode(f.user + f.gen + f.start))
     assert thinking.keep_thinking_token_ids() is None
+
+
+# ------------------------------------------------------------------------------------------------
+# Muse's channel messages (muse, muse_glimmer): no start / end pair; the reasoning ends at the <|message|>
+# of the answer's (or a call's) header. The same prompt shapes and rules, exact to the token.
+
+MUSE_SPECIALS = ("<|start|>", "<|message|>", "<|eom|>", "<|eot|>")
+MUSE_USER, MUSE_GEN = "<|start|>user<|message|>Q<|eot|>", "<|start|>assistant"
+TO_SELF, TO_USER = " to=self<|message|>", "<|eom|><|start|>assistant to=user<|message|>"
+
+
+@lru_cache(maxsize=None)
+def muse_parser(name: str):
+    return get_reasoning_parser(name)(with_specials(load_vocabulary("qwen3_6"), MUSE_SPECIALS, "qwen3_6+muse"))
+
+
+@pytest.mark.parametrize("name", ["muse", "muse_glimmer"])
+def test_muse_channels_prompt_shapes(name):
+    p = muse_parser(name)
+    v = p.vocabulary
+    assert get_reasoning_parser(name).name == name
+    prompt = v.encode(MUSE_USER + MUSE_GEN)
+    assert not p.is_reasoning_end(prompt)
+    split_check(p, prompt, [("m", TO_SELF), ("r", R), ("m", TO_USER), ("c", C)])
+    split_check(p, prompt, [("m", TO_SELF), ("r", R * 2)])  # cut by max_tokens: all reasoning
+    split_check(p, prompt, [("m", " to=user<|message|>"), ("c", C)])  # the model answers at once
+    # an earlier turn's answer does not end this turn
+    past = MUSE_GEN + TO_SELF + "old" + TO_USER + "old answer<|eot|>"
+    history = v.encode(MUSE_USER + past + MUSE_USER + MUSE_GEN)
+    assert not p.is_reasoning_end(history)
+    split_check(p, history, [("m", TO_SELF), ("r", R), ("m", TO_USER), ("c", C)])
+    # a prefilled reasoning body goes on; a prefilled answer has ended it (all content, markers included)
+    split_check(p, v.encode(MUSE_USER + MUSE_GEN + TO_SELF), [("r", R), ("m", TO_USER), ("c", C)])
+    split_check(p, v.encode(MUSE_USER + MUSE_GEN + " to=user<|message|>"), [("c", C + TO_USER + " x")],
+                ended_before=True)
+    # include_reasoning: false: all content; no switch turns Muse's reasoning off
+    split_check(p, prompt, [("c", TO_SELF + R + TO_USER + C)], {"include_reasoning": False}, ended_before=True)
+    assert p.is_reasoning_end(prompt, {"enable_thinking": False, "thinking": False}) is False
+
+
+def test_muse_missing_marker_is_a_clear_error(byte_vocab):
+    """A vocabulary with neither the special token nor the text of a marker (a byte vocabulary spells any
+    text, so the markers are text there: only a vocabulary that cannot spell one fails)."""
+    assert get_reasoning_parser("muse")(byte_vocab).marker_ids == {}
+    v = load_vocabulary("qwen3_6")  # no Muse special token; an encoder that cannot write "<|eot|>"
+    broken = Vocabulary("no-eot", v.token_bytes, v.special_tokens, v.stop_token_ids,
+                        encode=lambda text: v.encode(text.replace("<|eot|>", "")))
+    with pytest.raises(ValueError, match=r"reasoning parser 'muse'.*'<\|eot\|>'"):
+        get_reasoning_parser("muse")(broken)

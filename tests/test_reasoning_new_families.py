@@ -260,3 +260,123 @@ def test_minimax_m2_append_think_front_end_is_all_content_tracker_exact():
     st_ = p.new_stream(prompt)
     got = "".join((st_.feed([t]).content or "") for t in ids)
     assert got == "<think>hmm</think>\n\nok"
+
+
+# -- Muse (muse / musespark, muse_glimmer): channel messages, markers as special tokens or as text ------------
+
+MUSE = ("<|start|>", "<|message|>", "<|eom|>", "<|eot|>")
+MUSE_PROMPT = "<|start|>user<|message|>Q<|eot|><|start|>assistant"
+MUSE_NEXT = "<|eom|><|start|>assistant"
+
+
+def muse(name: str, markers: bool = True):
+    """The family on the Qwen3.6 table with Muse's markers as special tokens, or without them (text markers)."""
+    return parser(name, MUSE if markers else ())
+
+
+@pytest.mark.parametrize("markers", [True, False], ids=["tokens", "text"])
+@pytest.mark.parametrize("name", ["muse", "muse_glimmer"])
+def test_muse_split_exact_across_chunks_and_drafts(name, markers):
+    p = muse(name, markers)
+    v = p.vocabulary
+    prompt = v.encode(MUSE_PROMPT)
+    out = (" to=self<|message|>Let me think 中文 🙂 to be sure." + MUSE_NEXT + " to=user<|message|>"
+           '{"a": 1}<|eot|>')
+    ids = v.encode(out)
+    whole = run_all_ways(p, prompt, ids)
+
+    def ends_at_the_message(e):  # the token in which "to=user<|message|>" completes (text: maybe with more text)
+        return (not e.is_content and "to=user<|message|>" in v.decode(ids[:e.offset + 1])
+                and "to=user<|message|>" not in v.decode(ids[:e.offset]))
+
+    assert ends_at_the_message(whole.end)
+    if markers:
+        assert v.decode(whole.content_ids) == '{"a": 1}<|eot|>'
+    assert p.extract_reasoning(out, prompt) == ("Let me think 中文 🙂 to be sure.", '{"a": 1}')
+    # a call message ends it too, the header straight after the reasoning (no <|eom|>) included
+    ids = v.encode(" to=self<|message|>need a tool to=weather.get<|message|><atem:function_calls>")
+    whole = run_all_ways(p, prompt, ids)
+    assert v.decode(whole.content_ids).endswith("atem:function_calls>")
+    assert p.extract_reasoning(v.decode(ids), prompt) == ("need a tool ", None)
+
+
+def test_muse_text_markers_end_where_the_token_markers_do():
+    """Without the special tokens the markers are text across tokens: the same split of the same text."""
+    tok, txt = muse("muse"), muse("muse", markers=False)
+    assert txt.reasoning_end_token_ids == frozenset() and tok.reasoning_end_token_ids == {tok.marker_ids["<|message|>"]}
+    out = " to=self<|message|>hmm<|eom|><|start|>assistant to=user<|message|>ok"
+    a, b = tok.vocabulary.encode(out), txt.vocabulary.encode(out)
+    assert len(b) > len(a)  # each marker several ordinary tokens
+    assert tok.extract_reasoning(out) == txt.extract_reasoning(out) == ("hmm", "ok")
+    for p, ids in ((tok, a), (txt, b)):
+        end = p.find_reasoning_end(ids)
+        assert p.vocabulary.decode(ids[:end.offset + 1]).endswith("<|message|>")
+        assert p.vocabulary.decode(ids[end.offset + 1:]) == "ok"
+    # the text marker completes in the last of its tokens; a draft that stops one short does not end
+    tr = txt.new_tracker(txt.vocabulary.encode(MUSE_PROMPT))
+    end = txt.find_reasoning_end(b)
+    assert tr.scan(b[:end.offset]) is None and tr.scan(b[:end.offset + 1]) == end
+
+
+def test_muse_marker_text_spelled_with_ordinary_tokens_is_text():
+    p = muse("muse")
+    v = p.vocabulary
+    base = load_vocabulary("qwen3_6")
+    hostile = base.encode("<|eom|><|start|>assistant to=user<|message|>")  # the text, not the special tokens
+    assert not set(hostile) & v.special_token_ids
+    ids = v.encode(" to=self<|message|>a ") + hostile + v.encode(" b")
+    tr = p.new_tracker(v.encode(MUSE_PROMPT))
+    assert tr.advance(ids) is None and not tr.ended
+    assert p.split(ids).end is None
+    assert v.decode(p.split(ids).reasoning_ids) == v.decode(ids[len(v.encode(" to=self<|message|>")):])
+
+
+@pytest.mark.parametrize("name", ["muse", "muse_glimmer"])
+def test_muse_prompt_turn_aware(name):
+    p = muse(name)
+    v = p.vocabulary
+    earlier = "<|start|>assistant to=user<|message|>old answer<|eot|>"
+    assert not p.is_reasoning_end(v.encode(earlier + MUSE_PROMPT))  # an earlier turn's answer
+    assert not p.is_reasoning_end(v.encode(earlier))  # the answer closed, no new message yet
+    assert p.is_reasoning_end(v.encode(MUSE_PROMPT + " to=user<|message|>"))  # a prefilled answer
+    assert p.is_reasoning_end(v.encode(MUSE_PROMPT + " to=weather.get<|message|>"))  # a prefilled call
+    assert not p.is_reasoning_end(v.encode(MUSE_PROMPT + " to=self<|message|>"))  # a prefilled reasoning body
+    assert p.is_reasoning_end(v.encode(MUSE_PROMPT), {"include_reasoning": False})
+    # the prefilled reasoning body goes on in the output
+    prompt = v.encode(MUSE_PROMPT + " to=self<|message|>Plan:")
+    ids = v.encode(" a, b." + MUSE_NEXT + " to=user<|message|>done")
+    whole = run_all_ways(p, prompt, ids)
+    assert p.extract_reasoning(v.decode(ids), prompt) == (" a, b.", "done")
+    assert v.decode(whole.reasoning_ids) == " a, b."
+
+
+@pytest.mark.parametrize("name", ["muse", "muse_glimmer"])
+def test_muse_forced_end_and_ending_ids(name):
+    p = muse(name)
+    v = p.vocabulary
+    msg = v.token_id("<|message|>")
+    tr = p.new_tracker(v.encode(MUSE_PROMPT))
+    assert v.decode(tr.forced_end_token_ids()) == "<|start|>assistant to=user<|message|>"
+    assert tr.ending_token_ids(v.encode(" to=user")) == {msg}
+    assert tr.ending_token_ids(v.encode(" to=self")) == frozenset()
+    body = v.encode(" to=self<|message|>thinking")
+    forced = tr.forced_end_token_ids(body)
+    assert v.decode(forced) == MUSE_NEXT + " to=user<|message|>"
+    assert tr.scan(body + list(forced)) == ReasoningEnd(len(body) + len(forced) - 1, False)
+    # Spark reads a message without recipient as reasoning, Glimmer as the answer
+    assert tr.ending_token_ids(body) == (frozenset({msg}) if name == "muse_glimmer" else frozenset())
+    assert muse(name, markers=False).new_tracker().ending_token_ids() is None  # text markers: no id set
+
+
+@settings(max_examples=40, deadline=None)
+@given(parts=st.lists(st.sampled_from(["self", "user", "tool", "bare", "commentary", "next", "eom", "r", "to", "lt"]),
+                      max_size=10), markers=st.booleans(), name=st.sampled_from(["muse", "muse_glimmer"]))
+def test_muse_any_stream(parts, markers, name):
+    p = muse(name, markers)
+    v = p.vocabulary
+    words = {"self": " to=self<|message|>", "user": " to=user<|message|>", "tool": " to=f.g<|message|>",
+             "bare": "<|message|>", "commentary": " to=commentary<|message|>", "next": MUSE_NEXT, "eom": "<|eom|>",
+             "r": "ab 中 ", "to": "go to", "lt": "<|"}
+    ids = v.encode("".join(words[x] for x in parts))
+    if ids:
+        run_all_ways(p, v.encode(MUSE_PROMPT), ids)

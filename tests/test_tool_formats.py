@@ -31,7 +31,20 @@ from support import add_ready_request as _add
 
 from thinkgate.testing.vocabularies import FORMAT_VOCABULARY, is_synthetic
 from thinkgate.reasoning.vocabulary import Vocabulary
-from thinkgate.structured_output.tools import build_tool_constraint, get_tool_reader
+from thinkgate.structured_output.tools import build_tool_constraint, get_tool_format, get_tool_reader
+
+
+COVERS = {f for f in FORMATS if get_tool_format(f).covers_reasoning}
+"""Formats whose constraint and reader take the whole output, the thinking included (harmony, Muse)."""
+LEADS = {  # content before a call, in the format's own message where it has one: (the text, the content read)
+    "openai": ("<|channel|>commentary<|message|>Let me look that up.<|end|><|start|>assistant", "Let me look that up."),
+    "muse": (" to=commentary<|message|>Let me look that up.<|eom|><|start|>assistant", "Let me look that up."),
+    "muse_glimmer": ("", None),  # Glimmer's commentary is a tool: nothing precedes a call but reasoning
+    "llama3_json": ("", None), "xlam": ("", None),  # llama and xLAM write either text or calls
+    "pythonic": ("", None), "llama4_pythonic": ("", None),  # a pythonic list is a call only as the whole output
+}
+ANSWERS = {"openai": "<|channel|>final<|message|>{}", "muse": " to=user<|message|>{}", "muse_glimmer": " to=user<|message|>{}"}
+"""Free text alone, in the format's answer message where it has one."""
 
 
 def window(fmt: str) -> list[str]:
@@ -63,8 +76,7 @@ def renderable(fam: Family, args: dict[str, Any]) -> bool:
 
 def check_reader(fam: Family, tools, choice, output: str, expected: list[tuple[str, dict[str, Any]]], *,
                  parallel: bool = True, content: str | None = None, **kw: Any) -> None:
-    text = output if fam.fmt == "openai" else output  # harmony: the reader takes the whole output
-    got = get_tool_reader(fam.fmt, tools, choice, parallel_tool_calls=parallel, **kw, **bound(fam.fmt)).read(text)
+    got = get_tool_reader(fam.fmt, tools, choice, parallel_tool_calls=parallel, **kw, **bound(fam.fmt)).read(output)
     assert [(c.name, json.loads(c.arguments)) for c in got.calls] == expected
     assert got.content == content
     for c in got.calls:  # the family's own id scheme where it has one (tools/call_ids.py)
@@ -138,7 +150,7 @@ def test_required_parallel(fmt: str) -> None:
         calls = calls[:1]
     out = fam.thinking + fam.block(calls)
     finish(fam, c, out)
-    check_reader(fam, tools, choice, out if fmt == "openai" else fam.block(calls), calls)
+    check_reader(fam, tools, choice, out if fmt in COVERS else fam.block(calls), calls)
     # every window tool, one call each, through the same constraint
     for n in names:
         one = fam.block([(n, example_for(fam, n))])
@@ -196,19 +208,13 @@ def test_auto_with_strict_tool(fmt: str) -> None:
     fam = FAMILIES[fmt]
     c, tools, choice = constraint(fmt, "auto")
     calls = [(STRICT_TOOL, example(STRICT_TOOL))]
-    if fmt == "openai":  # a commentary preamble is content
-        lead, content = "<|channel|>commentary<|message|>Let me look that up.<|end|><|start|>assistant", \
-            "Let me look that up."
-    elif fmt in ("llama3_json", "xlam", "pythonic", "llama4_pythonic"):
-        lead, content = "", None  # these write either text or calls (a pythonic list is a call only as the whole output)
-    else:
-        lead, content = "Let me look that up.", "Let me look that up."
+    lead, content = LEADS.get(fmt, ("Let me look that up.", "Let me look that up."))
     out = lead + fam.block(calls)
     finish(fam, c, fam.thinking + out)
     check_reader(fam, tools, choice, out, calls, content=content)
     # free text alone is fine too
-    if fmt == "openai":
-        text_only = "<|channel|>final<|message|>It is sunny."
+    if fmt in ANSWERS:
+        text_only = ANSWERS[fmt].format("It is sunny.")
         finish(fam, c, fam.thinking + text_only)
         assert get_tool_reader(fmt, tools, choice, **bound(fmt)).read(fam.thinking + text_only).content == "It is sunny."
     else:

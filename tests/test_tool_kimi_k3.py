@@ -10,7 +10,7 @@ value's type (``string``: raw text, never unescaped; any other: JSON), and ``<|c
 its stop token. Attribute values escape ``&`` and ``"``. The response channel is the content; the message's
 close never reaches it (whole or streamed, however the deltas cut it).
 
-Vocabulary: ``bench.vocabs``' synthetic ``kimi_k3`` (the Qwen3.6 table plus ``<|open|>``, ``<|close|>``,
+Vocabulary: ``thinkgate.testing.vocabularies``' synthetic ``kimi_k3`` (the Qwen3.6 table plus ``<|open|>``, ``<|close|>``,
 ``<|sep|>`` and the stop token ``<|end_of_msg|>`` as control tokens).
 """
 

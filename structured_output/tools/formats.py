@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import threading
 
+from thinkgate.reasoning.muse_channels import GLIMMER, SPARK
+
 from .alternatives import AlternativeFormats
 from .args import GemmaArgs, JsonArgs, XmlArgs
 from .call_ids import WrittenCallId, mistral_call_id
@@ -19,6 +21,7 @@ from .harmony import HarmonyFormat
 from .inkling import InklingFormat
 from .json_calls import JsonCallsFormat
 from .marked_json import MarkedJsonFormat
+from .muse import MuseFormat
 from .pythonic import PythonicFormat
 from .template import ResponseTemplateFormat
 from .xml_values import ValueStyle
@@ -458,3 +461,9 @@ register_tool_format(XtmlFormat(
         call_begin='<|open|>call tool="{name}" index="{index}"<|sep|>', args=XtmlArgs(),
         call_end="<|close|>call<|sep|>", index_pattern="[1-9][0-9]{0,3}"),
     answer=("<|open|>response<|sep|>", "<|close|>response<|sep|>"), trailer="<|close|>message<|sep|>"))
+# -- muse: Muse's channel messages, a call a message to its tool with an ATEM block (muse.py; the recipients are
+# reasoning/muse_channels.py's, shared with the muse reasoning parsers)
+register_tool_format(MuseFormat(name="muse", aliases=("musespark",), recipients=SPARK))
+register_tool_format(MuseFormat(
+    name="muse_glimmer", recipients=GLIMMER, pre_recipients=("self",),
+    description="Muse Glimmer profile: Muse's call messages; every recipient but self and user is a tool"))

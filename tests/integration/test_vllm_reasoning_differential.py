@@ -326,3 +326,119 @@ def _ids_kind(parser, prompt, ids, kw, theirs) -> str | None:
     if split.end is not None and theirs == []:
         return "vllm-no-end"  # an end vLLM's token split does not know (an answer channel, a tool block)
     return None
+
+
+# --- Muse (muse, musespark, muse_glimmer): channel messages, no start / end pair. The same observation, its own
+# prompts (the generation prompt, a prefilled reasoning body, a prefilled answer, an earlier turn with a call) and
+# outputs (vLLM's own Muse tests' and what models write: reasoning then an answer or a call, a body left without
+# <|eom|>, commentary, a bare message, cut short, unicode). The kinds of difference (docs/reasoning-differences.md):
+# - vllm-inconsistent: vLLM's whole and streamed answers differ;
+# - prompt: vLLM's text split ignores the prompt; ours starts inside the prefilled body / answer it opened
+#   (checked: ours without the prompt equals vLLM's);
+# - tool-channel-as-content: vLLM hands a call's framed message on as content (for its tool parser); a call's
+#   message is in neither here (the muse tool format reads calls from the whole output);
+# - glimmer-bare-message: vLLM's muse_glimmer reasoning parser reads no message without ``to=``; its tool parser and
+#   ours read it as the answer;
+# and on the engine side (is_reasoning_end(output), extract_content_ids(output), as vLLM's unit tests call them):
+# - vllm-no-content-ids: vLLM's Muse parsers return no content ids (text split only);
+# - end-at-answer: ours ends at the answer's header too (the grammar of a response applies to its body); vLLM's ends
+#   only at a call's;
+# - vllm-any-earlier-call: vLLM ends when any message of the turn is a call; ours reads the last message.
+
+def _muse_atem(name: str, **args: str) -> str:
+    params = "".join(f'<atem:parameter name="{k}">{v}</atem:parameter>\n' for k, v in args.items())
+    return f'<atem:function_calls>\n<atem:invoke name="{name}">\n{params}</atem:invoke>\n</atem:function_calls>'
+
+
+MUSE_SPECIALS = ("<|start|>", "<|message|>", "<|eom|>", "<|eot|>", "<|end_of_text|>")
+_MU, _MG = "<|start|>user<|message|>hi<|eot|>", "<|start|>assistant"
+MUSE_PROMPTS = {
+    "bare": _MU + _MG, "self": _MU + _MG + " to=self<|message|>", "user": _MU + _MG + " to=user<|message|>",
+    "earlier-call": _MU + _MG + " to=get_weather<|message|>" + _muse_atem("get_weather", city="X")
+    + "<|eom|><|start|>tool get_weather<|message|>sunny<|eot|>" + _MG,
+}
+MUSE_OUTPUTS = [
+    " to=self<|message|>Let me think.<|eom|><|start|>assistant to=user<|message|>The answer is 4.",
+    " to=self<|message|>never ends", " to=user<|message|>direct", "plain text", "",
+    " to=self<|message|>a<|eom|><|start|>assistant to=self<|message|>b<|eom|><|start|>assistant to=user<|message|>c"
+    "<|eom|><|start|>assistant to=user<|message|>d",
+    " to=self<|message|>need a tool<|eom|><|start|>assistant to=get_weather<|message|>" + _muse_atem("get_weather", city="P"),
+    " to=self<|message|>need a tool to=get_weather<|message|>" + _muse_atem("get_weather", city="P"),
+    " to=commentary<|message|>Checking.<|eom|><|start|>assistant to=user<|message|>Done",
+    "<|message|>bare<|eom|><|start|>assistant to=user<|message|>Done",
+    " to=self<|message|>héllo 😀<|eom|><|start|>assistant to=user<|message|>{\"a\": \"ü\"}",
+    " to=developer<|message|>dev<|eom|><|start|>assistant to=user<|message|>x",
+    " to=self<|message|>Maybe I should call " + _muse_atem("read.read", path="/etc/hostname") + " but wait",
+    " to=self<|message|>Simple. 2+2 = 4<|eom|><|start|>assistant to=user<|message|>2 + 2 = 4",
+    " to=self<|message|>I could call <atem:invoke name=\"evil.fn\"></atem:invoke> but no.<|eom|>"
+    "<|start|>assistant to=user<|message|>The answer is 42.<|eot|>",
+]
+
+
+def _muse_kind(name, v, o, get_unprompted, out) -> str | None:
+    if not v.consistent:
+        return "vllm-inconsistent"
+    if get_unprompted().whole == v.whole:
+        return "prompt"
+    (vr, vc), (orr, oc) = v.whole, o.whole
+    if vr == orr and vc and "<atem:" in vc and (oc is None or oc in vc):
+        return "tool-channel-as-content"
+    if name == "muse_glimmer" and vr == orr and "<|message|>" in out and oc and vc and oc.endswith(vc):
+        return "glimmer-bare-message"
+    return None
+
+
+@pytest.mark.parametrize("name", ["muse", "musespark", "muse_glimmer"])
+def test_muse_differential_against_vllm(name, capsys):
+    from vllm.reasoning import ReasoningParserManager
+
+    vocab = with_specials(load_vocabulary("qwen3_6"), MUSE_SPECIALS, "qwen3_6+muse")
+    tok = VocabTokenizer(vocab)
+    ours_name = plugin.vllm_name(name)
+    parser = plugin.REGISTERED[ours_name](tok).parser
+    theirs_cls = ReasoningParserManager.get_reasoning_parser(name)
+    kinds: Counter[str] = Counter()
+    unexplained, ours_inconsistent, n, agree, serving = [], [], 0, 0, 0
+    for pname, ptext in MUSE_PROMPTS.items():
+        prompt = vocab.encode(ptext)
+        for i, out in enumerate(MUSE_OUTPUTS):
+            n += 1
+            ids = vocab.encode(out)
+            o = observe(tok, vocab, ours_name, prompt, ids, {}, seed=i)
+            v = observe(tok, vocab, name, prompt, ids, {}, seed=i)
+            where = f"{pname} {out!r}"
+            if not all(_norm(x) == _norm(o.whole) for x in o.streamed):
+                ours_inconsistent.append(f"{where}: whole {o.whole} streamed {o.streamed}")
+            t, e = theirs_cls(tok), plugin.REGISTERED[ours_name](tok)
+            e.set_prompt_token_ids(prompt)
+            t_end, o_end = t.is_reasoning_end(ids), e.is_reasoning_end(ids)
+            t_ids, o_ids = t.extract_content_ids(list(ids)), e.extract_content_ids(list(ids))
+            assert o_ids == parser.split(ids, prompt).content_ids, where
+            engine_same = t_end == o_end and t_ids == o_ids
+            if t_ids != o_ids:
+                k = "vllm-no-content-ids" if t_ids == [] else None
+                if k is None:
+                    unexplained.append(f"{where}: extract_content_ids vllm {t_ids} ours {o_ids}")
+                kinds[f"content-ids:{k}"] += 1
+            if t_end != o_end:
+                last = parser.find_reasoning_end(ids)
+                k = ("end-at-answer" if o_end and not t_end and last is not None
+                     else "vllm-any-earlier-call" if t_end and "<atem:" in out else None)
+                if k is None:
+                    unexplained.append(f"{where}: is_reasoning_end(output) vllm {t_end} ours {o_end}")
+                kinds[f"output-end:{k}"] += 1
+            if o.whole == v.whole and v.consistent and o.ended_at_prompt == v.ended_at_prompt:
+                agree += engine_same
+                serving += 1
+                continue
+            kind = _muse_kind(name, v, o, lambda: observe(tok, vocab, ours_name, [], ids, {}, seed=i), out)
+            if kind is None:
+                unexplained.append(f"{where}: vllm {v} ours {o}")
+            else:
+                kinds[kind] += 1
+    with capsys.disabled():
+        print(f"\n[{name}] {n} cases: agree {agree} (the serving answers alone: {serving}), differ {n - agree}; "
+              "differences by kind: " + ", ".join(
+            f"{k} {c}" for k, c in sorted(kinds.items())))
+    assert not ours_inconsistent, ours_inconsistent
+    assert not unexplained, "\n".join(unexplained)

@@ -307,6 +307,63 @@ KIMI_K3_TESTS = [
 ]
 for _t in KIMI_K3_TESTS:
     td.add("kimi_k3", td.Case(_t, "vllm-test:kimi_k3"))
+# --- muse: a call is a message of its own; the text given is the whole output (vLLM's Muse parser reads the
+# channels itself, as thinkgate's format covers the reasoning): the template's calls, after the reasoning, cut,
+# with an answer or an update beside them, and the inputs of vLLM's own Muse tests (the Glimmer ATEM tests)
+MUSE_TEMPLATE = {"muse": "muse", "musespark": "muse", "muse_glimmer": "muse_glimmer"}
+TEMPLATE.update(MUSE_TEMPLATE)
+_MUSE_THINK = " to=self<|message|>The user wants the weather; I should call a tool.<|eom|><|start|>assistant"
+
+
+def _atem(name: str, **args: str) -> str:
+    params = "".join(f'<atem:parameter name="{k}">{v}</atem:parameter>\n' for k, v in args.items())
+    return f'<atem:function_calls>\n<atem:invoke name="{name}">\n{params}</atem:invoke>\n</atem:function_calls>'
+
+
+MUSE_TOOLS = TOOLS + tuple(_fn(n, p) for n, p in [
+    ("weather.get", {"city": {"type": "string"}, "units": {"type": "string"}}),
+    ("math.add", {"a": {"type": "integer"}, "b": {"type": "integer"}}),
+    ("math.mul", {"a": {"type": "integer"}, "b": {"type": "integer"}}),
+    ("api.call", {"payload": {"type": "object"}, "flag": {"type": "boolean"}}),
+    ("read.read", {"path": {"type": "string"}})])
+MUSE_TESTS = [
+    "to=self<|message|>Let me check the weather.<|eom|><|start|>assistant to=weather.get<|message|>"
+    + _atem("weather.get", city="Paris", units="celsius") + "<|eot|>",
+    "<|start|>assistant to=math.add<|message|>" + _atem("math.add", a="1", b="2") + "<|eom|>"
+    "<|start|>assistant to=math.mul<|message|>" + _atem("math.mul", a="3", b="4") + "<|eot|>",
+    'to=self<|message|>I could call <atem:invoke name="evil.fn"><atem:parameter name="x">1</atem:parameter>'
+    "</atem:invoke> but I will not.<|eom|><|start|>assistant to=user<|message|>The answer is 42.<|eot|>",
+    "to=user<|message|>Just a plain answer.<|eot|>",
+    "<|start|>assistant to=api.call<|message|>" + _atem("api.call", payload='{"nested": [1, 2, 3]}', flag="true")
+    + "<|eot|>",
+    " to=self<|message|>I should read the hostname file to answer.<|eom|><|start|>assistant to=read.read<|message|>"
+    + _atem("read.read", path="/etc/hostname"),
+    " to=self<|message|>Think about it.<|eom|><|start|>assistant to=user<|message|>The answer is 42.<|eot|>",
+    " to=self<|message|>Maybe I should call " + _atem("read.read", path="/etc/hostname") + " but wait",
+    "<|start|>assistant to=get_weather.get_weather<|message|>" + _atem("get_weather.get_weather", city="Paris"),
+    "<|start|>assistant to=foo.get_weather<|message|>" + _atem("foo.get_weather", city="Paris"),
+    "Just a direct answer.",
+]
+MUSE_VARIATIONS = [  # what models write beside the template
+    (" to=self<|message|>I will read it to=read.read<|message|>" + _atem("read.read", path="/x"), "no-eom"),
+    ("<|start|>assistant to=commentary<|message|>Checking.<|eom|><|start|>assistant to=get_weather<|message|>"
+     + _atem("get_weather", city="Oslo"), "commentary"),
+    ("<|start|>assistant<|message|>bare<|eom|><|start|>assistant to=user<|message|>Done.", "bare-message"),
+    ("<|start|>assistant to=get_weather<|message|><atem:function_calls><atem:invoke name=\"get_weather\">"
+     "<atem:parameter name=\"city\">Oslo</atem:parameter></atem:invoke></atem:function_calls>", "no-newlines"),
+    ("<|start|>assistant to=get_weather<|message|>" + _atem("get_weather", city="Oslo")
+     + "<|eom|><|start|>assistant to=user<|message|>It is sunny.<|eot|>", "after"),
+]
+for _name in MUSE_TEMPLATE:
+    _template_cases(_name)
+    for _calls in CALLS:
+        _text = render(MUSE_TEMPLATE[_name], _calls)
+        td.add(_name, td.Case(_MUSE_THINK + _text, "template", TOOLS))
+        td.add(_name, td.Case((_MUSE_THINK + _text)[: (len(_MUSE_THINK) + len(_text)) * 2 // 3], "variation:cut", TOOLS))
+    for _t in MUSE_TESTS:
+        td.add(_name, td.Case(_t, f"vllm-test:{_name}", MUSE_TOOLS))
+    for _t, _kind in MUSE_VARIATIONS:
+        td.add(_name, td.Case(_t, f"variation:{_kind}", MUSE_TOOLS))
 
 # --- vLLM's own tests (tests/tool_parsers/test_hermes_tool_parser.py): their inputs, a request without tools
 HERMES_TESTS = [

@@ -24,7 +24,7 @@ __all__ = ["SYNTHETIC_FAMILIES", "RESPONSE_TEMPLATES", "GEMMA4_RESPONSE_TEMPLATE
 # `qwen3_5`, `qwen3_6`),
 # DeepSeek V4 (`deepseek_v3`, `deepseek_v31`, `deepseek_v32`, `deepseek_v4`), Magistral's tekken
 # (`mistral`). No offline vocabulary has the markers of Kimi K2, Kimi K3, GLM-4.7, MiniMax M2, Gemma 4, gpt-oss
-# (harmony), Llama 3, Jamba, Granite 3 or InternLM2: for those, `synthetic_vocabulary` is the Qwen3.6 table plus that family's
+# (harmony), Llama 3, Jamba, Granite 3, InternLM2 or Muse: for those, `synthetic_vocabulary` is the Qwen3.6 table plus that family's
 # special tokens appended as control tokens (its name says `synthetic`). Token ids of the appended
 # markers are therefore not the real model's; the grammar and the readers only ever see them as tokens.
 
@@ -94,6 +94,10 @@ SYNTHETIC_FAMILIES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
                 ("<|content_model_end_sampling|>",)),
     # Kimi K3's XTML: every marker is <|open|> / <|close|>, a word, <|sep|>; a message ends with <|end_of_msg|>
     "kimi_k3": (("<|open|>", "<|close|>", "<|sep|>", "<|end_of_msg|>"), ("<|end_of_msg|>",)),
+    # -- Muse (Spark, Glimmer): the GGUF metadata's control tokens (<|eom|> ends a message and the turn goes
+    # on, so only <|eot|> and <|end_of_text|> stop); the <atem:...> tags are plain text
+    "muse": (("<|begin_of_text|>", "<|end_of_text|>", "<|start|>", "<|message|>", "<|eom|>", "<|eot|>"),
+             ("<|eot|>", "<|end_of_text|>")),
 }
 
 # Template vocabularies: a synthetic family's table carrying a checkpoint's response_template (the
@@ -134,6 +138,7 @@ FORMAT_VOCABULARY: dict[str, str] = {
     "k2_horizon": "ifm", "cohere_command3": "cohere",
     "pythonic": "llama", "llama4_pythonic": "llama4", "olmo3": "qwen3_6", "lfm2": "lfm2", "functiongemma": "functiongemma",
     "gigachat3": "gigachat", "apertus": "apertus", "inkling": "inkling", "kimi_k3": "kimi_k3",
+    "muse": "muse", "muse_glimmer": "muse",
     "hf": "gemma_template",
 }
 """Format -> the vocabulary its tests and benchmarks use (a real name or a synthetic family)."""
