@@ -39,15 +39,15 @@ _FILL_PENDING = -1
 
 _GUARD = """
 def {name}(self, {params}):
-    tid = _get_ident()
-    prev = self._driver
-    if prev is not None and prev != tid:
-        _concurrent_call(prev, tid, {name!r})
-    self._driver = tid
+    _tid = _get_ident()
+    _prev = self._driver
+    if _prev is not None and _prev != _tid:
+        _concurrent_call(_prev, _tid, {name!r})
+    self._driver = _tid
     try:
-        return method(self, {params})
+        return _method(self, {params})
     finally:
-        self._driver = prev
+        self._driver = _prev
 """
 
 _F = TypeVar("_F", bound=Callable[..., Any])
@@ -67,9 +67,11 @@ def _one_thread(method: _F) -> _F:
     plain = not (code.co_flags & (inspect.CO_VARARGS | inspect.CO_VARKEYWORDS)) and not code.co_kwonlyargcount \
         and not method.__defaults__
     params = ", ".join(code.co_varnames[1:code.co_argcount]) if plain else "*args, **kwargs"
-    scope = {"_get_ident": _get_ident, "_concurrent_call": _concurrent_call, "method": method}
-    exec(_GUARD.format(name=method.__name__, params=params), scope)  # noqa: S102 - a fixed template
-    return functools.wraps(method)(scope[method.__name__])  # type: ignore[return-value]
+    name = method.__name__
+    scope = {"_get_ident": _get_ident, "_concurrent_call": _concurrent_call, "_method": method}
+    # the template is fixed and the parameters are the method's own names (a namedtuple's way)
+    exec(compile(_GUARD.format(name=name, params=params), f"<thread guard of {name}>", "exec"), scope)  # noqa: S102
+    return functools.wraps(method)(scope[name])  # type: ignore[return-value]
 
 
 def _concurrent_call(other: int, me: int, method: str) -> None:

@@ -462,7 +462,32 @@ class StructuredRequest:
                     plan.walks.append(Walk(m, drafts, 0, base, self.rid, self.may_allow_all, 0))
                     plan.fill_rows += nd + 1
         elif st is THINKING:
-            self._plan_thinking(plan, drafts, base)
+            m = self.matcher
+            if m is None and self.future is not None:  # thinking while its constraint compiles
+                self.resolve()
+                m = self.matcher
+            nd = len(drafts)
+            # a budget reached in this step: its rows from the budget point on force the end of thinking
+            limit = self.think_limit
+            forcing = plan_forcing(limit, self.n_out, self.forced, self.tracker, drafts) \
+                if limit is not None and self.status is THINKING and self.n_out + nd >= limit else None
+            own = drafts if forcing is None else drafts[:forcing.first - 1] if forcing.first else None
+            end = None
+            if own is not None and self.status is THINKING:
+                if m is None:
+                    if self.future is not None:  # still compiling: hold the end off
+                        self._holding_rows(own, base, plan)
+                else:
+                    end = self._thinking_rows(own, base, plan)
+            if forcing is not None:
+                self.ctx.budget.place(forcing, self.rid, base, plan.buffer, plan.row_logits, plan.row_rids)
+                end = forcing.end
+            if end is not None and m is not None:
+                # the grammar starts at drafts[content_start] (the implicit end token itself, or the token
+                # after the end marker); its first row is at end.offset + 1
+                plan.walks.append(Walk(m, drafts, end.offset + 1, base, self.rid, self.may_allow_all,
+                                       end.content_start))
+                plan.fill_rows += nd - end.offset
         elif st is TERMINATED:
             stop = self.ctx.stop_row
             place = plan.buffer.place
@@ -473,33 +498,6 @@ class StructuredRequest:
                 place(len(row_logits), stop)
                 row_logits.append(base + j)
                 row_rids.append(rid)
-
-    def _plan_thinking(self, plan: StepPlan, drafts: Sequence[int], base: int) -> None:
-        m = self.matcher
-        if m is None and self.future is not None:  # thinking while its constraint compiles
-            self.resolve()
-            m = self.matcher
-        nd = len(drafts)
-        # a budget reached in this step: its rows from the budget point on force the end of thinking
-        limit = self.think_limit
-        forcing = plan_forcing(limit, self.n_out, self.forced, self.tracker, drafts) \
-            if limit is not None and self.status is THINKING and self.n_out + nd >= limit else None
-        own = drafts if forcing is None else drafts[:forcing.first - 1] if forcing.first else None
-        end = None
-        if own is not None and self.status is THINKING:
-            if m is None:
-                if self.future is not None:  # still compiling: hold the end off
-                    self._holding_rows(own, base, plan)
-            else:
-                end = self._thinking_rows(own, base, plan)
-        if forcing is not None:
-            self.ctx.budget.place(forcing, self.rid, base, plan.buffer, plan.row_logits, plan.row_rids)
-            end = forcing.end
-        if end is not None and m is not None:
-            # the grammar starts at drafts[content_start] (the implicit end token itself, or the token
-            # after the end marker); its first row is at end.offset + 1
-            plan.walks.append(Walk(m, drafts, end.offset + 1, base, self.rid, self.may_allow_all, end.content_start))
-            plan.fill_rows += nd - end.offset
 
     def _thinking_rows(self, drafts: Sequence[int], base: int, plan: StepPlan) -> ReasoningEnd | None:
         """The thinking rows of this thinking request (with a grammar); returns where its thinking ends
