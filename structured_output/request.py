@@ -28,7 +28,7 @@ import enum
 import threading
 import time
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Literal
@@ -109,7 +109,7 @@ class RequestContext:
     __slots__ = ("vocabulary", "compiler", "compile_timeout_s", "stop_ids", "stop_list", "stop_row", "gate",
                  "budget")
 
-    def __init__(self, vocabulary: Vocabulary, compiler: Compiler, implicit_end_token_ids: Sequence[int],
+    def __init__(self, vocabulary: Vocabulary, compiler: Compiler, implicit_end_token_ids: Iterable[int],
                  compile_timeout_s: float, *, thread_safe_rows: bool = False) -> None:
         num_words = (vocabulary.logits_width + 31) // 32
         self.vocabulary = vocabulary
