@@ -3,7 +3,7 @@
 What counts: the tokens the model generated in this turn before its thinking ended, as the request's
 reasoning tracker splits them (every committed token while the request is ``THINKING``: markers the
 model writes itself, such as Mistral's ``[THINK]`` or a harmony header, included; thinking the template
-prefilled in the prompt not included). This is ``RequestState.n_out`` while the request thinks.
+prefilled in the prompt not included). This is ``StructuredRequest.n_out`` while the request thinks.
 
 What is forced: once ``max_thinking_tokens`` tokens were written and the thinking has not ended, the
 rows force the family's end-of-thinking sequence, ``tracker.forced_end_token_ids()`` taken at that
@@ -32,13 +32,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from thinkgate.reasoning.base import ReasoningEnd
+from thinkgate.reasoning.base import ReasoningEnd, ReasoningTracker
 
 from .buffer import BitmaskBuffer
-from .request_state import RequestState
 from .rows import row_with
 
-__all__ = ["ThinkingBudget", "Forcing", "validate_budget"]
+__all__ = ["ThinkingBudget", "Forcing", "validate_budget", "plan_forcing", "check_commit"]
 
 _MAX_ROWS = 1024
 """Bound on the one-token rows kept: forced tokens are few per family (markers), but a text-marker
@@ -68,7 +67,8 @@ class Forcing:
 
 
 class ThinkingBudget:
-    """The budget rows of one manager's requests (built once per manager; driven by its thread)."""
+    """The one-token rows of one manager's (or engine backend's) requests, built once with it and
+    driven by its thread; which rows a request gets is :func:`plan_forcing`'s answer."""
 
     __slots__ = ("_num_words", "_rows")
 
@@ -85,51 +85,6 @@ class ThinkingBudget:
                 self._rows[token] = row
         return row
 
-    @staticmethod
-    def remaining(req: RequestState) -> list[int]:
-        """The forced tokens a thinking request has not committed yet: the rest of its end of thinking
-        once its budget point is behind it (``req.forced`` is kept from that point), else ``[]``."""
-        limit = req.think_limit
-        if limit is None or req.forced is None or req.n_out < limit:
-            return []
-        return list(req.forced[req.n_out - limit:])
-
-    @staticmethod
-    def plan(req: RequestState, drafts: Sequence[int]) -> Forcing | None:
-        """The forced rows of a thinking request with a budget (``req.think_limit``) in a step with
-        ``drafts``; None when none of its rows is forced (the budget point lies past the step, or the
-        thinking ends on its own before it). Pure: the tracker is only scanned."""
-        limit = req.think_limit
-        assert limit is not None and req.tracker is not None, "a thinking request with a budget"
-        spent = req.n_out
-        nd = len(drafts)
-        p = limit - spent  # the row of the budget point (<= 0: reached in an earlier step)
-        if p > nd:
-            return None
-        tracker = req.tracker
-        end = tracker.scan(drafts) if nd else None
-        if end is not None and end.offset < p:
-            return None  # it ends on its own first
-        first = max(p, 0)
-        forced = req.forced if p <= 0 else tracker.forced_end_token_ids(drafts[:p])
-        if not forced:
-            return Forcing(first, (), None)  # cannot force from there: the commit check says why
-        tokens: list[int] = []
-        i = spent + first - limit  # forced tokens committed before this step's first forced row
-        for j in range(first, nd + 1):
-            if i >= len(forced):
-                break  # not reached: the tracker ends on the last forced token (checked_end)
-            t = forced[i]
-            tokens.append(t)
-            if j == nd or drafts[j] != t:
-                break  # no draft left, or this draft deviates: its row rejects it, no row after it
-            if i == len(forced) - 1:
-                # the thinking ends on this draft (checked_end makes it so for every built-in family; a
-                # tracker that disagrees gets no grammar rows here, and its commit is checked anyway)
-                return Forcing(first, tuple(tokens), end if end is not None and end.offset == j else None)
-            i += 1
-        return Forcing(first, tuple(tokens), None)
-
     def place(self, forcing: Forcing, rid: str, base: int, sb: BitmaskBuffer, row_logits: list[int],
               row_rids: list[str]) -> None:
         """Put the forced rows of ``forcing`` (a request whose logits rows start at ``base``) at the
@@ -141,38 +96,68 @@ class ThinkingBudget:
             row_rids.append(rid)
             j += 1
 
-    @staticmethod
-    def check_commit(req: RequestState, token_ids: Sequence[int], vocab_bytes: Sequence[bytes]) -> str | None:
-        """Before a thinking request with a budget commits ``token_ids`` that reach its budget point
-        (``req.n_out + len(token_ids) >= req.think_limit``): the tokens past that point and up to the
-        end of thinking must be the forced ones. Returns the problem (the request goes to ``ERROR``),
-        or None; keeps the forced sequence in ``req.forced`` for the next steps. Changes nothing else
-        (the tracker is only scanned)."""
-        limit = req.think_limit
-        tracker = req.tracker
-        assert limit is not None and tracker is not None, "a thinking request with a budget"
-        spent = req.n_out
-        n = len(token_ids)
-        p = limit - spent
-        end = tracker.scan(token_ids)
-        last = n - 1 if end is None else end.offset
-        if end is not None and last < p:
-            return None  # it ended on its own before the budget point
-        forced = req.forced if p <= 0 else tracker.forced_end_token_ids(token_ids[:p])
-        if not forced:
-            return (f"max_thinking_tokens={limit} was reached, but the reasoning parser cannot force the end "
-                    f"of its thinking from there (after {spent + max(p, 0)} thinking tokens)")
-        for i in range(max(p, 0), last + 1):
-            k = spent + i - limit
-            t = token_ids[i]
-            if k >= len(forced) or t != forced[k]:
-                want = forced[k] if k < len(forced) else None
-                return (f"token {t} ({_text(vocab_bytes, t)!r}) at output position {spent + i} is not the "
-                        f"forced end-of-thinking token {want} ({_text(vocab_bytes, want)!r}): "
-                        f"max_thinking_tokens={limit} was reached, so its row allowed only that token")
-        if end is None:
-            req.forced = forced
+
+def plan_forcing(limit: int, spent: int, forced: tuple[int, ...] | None, tracker: ReasoningTracker,
+                 drafts: Sequence[int]) -> Forcing | None:
+    """The forced rows of a thinking request with budget ``limit``, ``spent`` thinking tokens written
+    and ``forced`` kept (its end of thinking once the budget point is behind it), in a step with
+    ``drafts``; None when none of its rows is forced (the budget point lies past the step, or the
+    thinking ends on its own before it). Pure: the tracker is only scanned."""
+    nd = len(drafts)
+    p = limit - spent  # the row of the budget point (<= 0: reached in an earlier step)
+    if p > nd:
         return None
+    end = tracker.scan(drafts) if nd else None
+    if end is not None and end.offset < p:
+        return None  # it ends on its own first
+    first = max(p, 0)
+    forced = forced if p <= 0 else tracker.forced_end_token_ids(drafts[:p])
+    if not forced:
+        return Forcing(first, (), None)  # cannot force from there: the commit check says why
+    tokens: list[int] = []
+    i = spent + first - limit  # forced tokens committed before this step's first forced row
+    for j in range(first, nd + 1):
+        if i >= len(forced):
+            break  # not reached: the tracker ends on the last forced token (checked_end)
+        t = forced[i]
+        tokens.append(t)
+        if j == nd or drafts[j] != t:
+            break  # no draft left, or this draft deviates: its row rejects it, no row after it
+        if i == len(forced) - 1:
+            # the thinking ends on this draft (checked_end makes it so for every built-in family; a
+            # tracker that disagrees gets no grammar rows here, and its commit is checked anyway)
+            return Forcing(first, tuple(tokens), end if end is not None and end.offset == j else None)
+        i += 1
+    return Forcing(first, tuple(tokens), None)
+
+
+def check_commit(limit: int, spent: int, forced: tuple[int, ...] | None, tracker: ReasoningTracker,
+                 token_ids: Sequence[int], vocab_bytes: Sequence[bytes]
+                 ) -> tuple[str | None, tuple[int, ...] | None]:
+    """Before a thinking request with budget ``limit`` and ``spent`` thinking tokens commits
+    ``token_ids`` that reach its budget point (``spent + len(token_ids) >= limit``): the tokens past
+    that point and up to the end of thinking must be the forced ones. Returns ``(problem, keep)``:
+    the problem (the request goes to ``ERROR``) or None, and the forced sequence to keep for the next
+    steps (None: nothing new to keep). Pure: the tracker is only scanned."""
+    n = len(token_ids)
+    p = limit - spent
+    end = tracker.scan(token_ids)
+    last = n - 1 if end is None else end.offset
+    if end is not None and last < p:
+        return None, None  # it ended on its own before the budget point
+    forced = forced if p <= 0 else tracker.forced_end_token_ids(token_ids[:p])
+    if not forced:
+        return (f"max_thinking_tokens={limit} was reached, but the reasoning parser cannot force the end "
+                f"of its thinking from there (after {spent + max(p, 0)} thinking tokens)"), None
+    for i in range(max(p, 0), last + 1):
+        k = spent + i - limit
+        t = token_ids[i]
+        if k >= len(forced) or t != forced[k]:
+            want = forced[k] if k < len(forced) else None
+            return (f"token {t} ({_text(vocab_bytes, t)!r}) at output position {spent + i} is not the "
+                    f"forced end-of-thinking token {want} ({_text(vocab_bytes, want)!r}): "
+                    f"max_thinking_tokens={limit} was reached, so its row allowed only that token"), None
+    return None, (forced if end is None else None)
 
 
 def _text(vocab_bytes: Sequence[bytes], t: int | None) -> str:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Literal
 
 import xgrammar as xgr
@@ -17,7 +18,7 @@ from . import jsonws
 from .buffer import BitmaskBuffer
 from .whitespace import BoundedMatcher
 
-__all__ = ["Walk", "RowFiller", "auto_fill_threads"]
+__all__ = ["Walk", "StepPlan", "RowFiller", "auto_fill_threads"]
 
 
 class Walk:
@@ -45,6 +46,30 @@ class Walk:
         self.request_id = request_id
         self.may_allow_all = may_allow_all
         self.content_start = content_start
+
+
+@dataclass(eq=False, slots=True)
+class StepPlan:
+    """One step after its caller's half (the schedule checked, the precomputed rows placed): what is
+    left to fill. ``row_logits`` / ``row_rids`` already hold the precomputed rows (the logits row and
+    request of each place of ``buffer``, in place order); the fill appends the grammar rows. Each
+    scheduled request adds its part (:meth:`~.request.StructuredRequest.plan_rows`)."""
+
+    buffer: BitmaskBuffer
+    row_logits: list[int] = field(default_factory=list)
+    row_rids: list[str] = field(default_factory=list)
+    plain_matchers: list[xgr.GrammarMatcher] = field(default_factory=list)
+    """Constrained requests without drafts whose rows never allow everything: one row each,"""
+    plain_rows: list[int] = field(default_factory=list)
+    """at these logits rows,"""
+    plain_rids: list[str] = field(default_factory=list)
+    """for these requests."""
+    walks: list[Walk] = field(default_factory=list)
+    """The other constrained requests (see :class:`Walk`)."""
+    fill_rows: int = 0
+    """At most this many rows are filled (after the precomputed ones)."""
+    num_logits_rows: int = 0
+    """Logits rows the schedule covers (the batch's ``num_logits_rows``)."""
 
 
 class RowFiller:

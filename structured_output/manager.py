@@ -8,31 +8,25 @@ from __future__ import annotations
 import functools
 import inspect
 import threading
-import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, Union
+from typing import Any, Callable, Literal, TypeVar, Union
 
 import numpy as np
 import torch
-import xgrammar as xgr
 
 from thinkgate.reasoning.base import ReasoningParser, ReasoningTracker
 from thinkgate.reasoning.registry import get_reasoning_parser
 from thinkgate.reasoning.vocabulary import Vocabulary
 
-from .budget import ThinkingBudget, validate_budget
+from .budget import validate_budget
 from .buffer import BitmaskBuffer
-from .compiler import CompiledConstraint, Compiler, xgrammar_message
+from .compiler import Compiler
 from .constraints import Constraint
-from .fill import RowFiller, Walk
-from .gating import ReasoningGate
+from .fill import RowFiller, StepPlan
 from .jump_forward import JumpForward
-from .overlap import FILL_PENDING, OverlapFiller, PendingBitmask, StepPlan
-from .request_state import COMPILING, CONSTRAINED, ERROR, TERMINATED, THINKING, RequestState, RequestStatus
-from .rows import row_with
-from .schema_support import new_matcher, output_problem
-from .whitespace import BoundedMatcher
+from .overlap import OverlapFiller, PendingBitmask
+from .request import COMPILING, AcceptResult, RequestContext, RequestStatus, StructuredRequest
 
 __all__ = ["StructuredOutputManager", "RequestStatus", "AcceptResult", "BitmaskBatch", "ScheduleEntry",
            "PendingBitmask"]
@@ -40,87 +34,55 @@ __all__ = ["StructuredOutputManager", "RequestStatus", "AcceptResult", "BitmaskB
 ScheduleEntry = Union[str, tuple[str, Sequence[int]]]
 """A scheduled request: its id, or ``(id, draft_token_ids)`` with speculative decoding."""
 
+_FILL_PENDING = -1
+"""What the manager's driver field holds while an async fill is pending (never a thread id)."""
 
-@dataclass(frozen=True)
-class AcceptResult:
-    """What :meth:`StructuredOutputManager.accept_tokens` reports."""
+_GUARD = """
+def {name}(self, {params}):
+    _tid = _get_ident()
+    _prev = self._driver
+    if _prev is not None and _prev != _tid:
+        _concurrent_call(_prev, _tid, {name!r})
+    self._driver = _tid
+    try:
+        return _method(self, {params})
+    finally:
+        self._driver = _prev
+"""
 
-    status: Literal["ok", "terminated", "error"]
-    """``ok``: accepted, more may follow; ``terminated``: accepted, and the grammar has accepted a stop
-    token (the output is complete); ``error``: the request is in error (``message`` says why)."""
-    message: str | None = None
-
-    @property
-    def ok(self) -> bool:
-        return self.status != "error"
+_F = TypeVar("_F", bound=Callable[..., Any])
 
 
-def _one_thread(method: Any) -> Any:
+def _one_thread(method: _F) -> _F:
     """Guard a public method against a second thread: the manager records the thread inside one of
-    its public methods, and another thread calling one meanwhile gets a ``RuntimeError`` naming both
-    (a thread-id compare and two attribute writes per call; no lock). A nested call from the same
-    thread is allowed. The methods the scheduler calls every step (``grammar_bitmask``,
-    ``accept_tokens``, ``is_ready``, ``status``: one or two positional parameters) get a wrapper with
-    those parameters, which passes them on without packing ``*args`` / ``**kwargs`` (a tenth of a call)."""
-    name = method.__name__
+    its public methods (``_driver``), and another thread calling one meanwhile gets a ``RuntimeError``
+    naming both (a thread-id compare and two attribute writes per call; no lock). A nested call from
+    the same thread is allowed.
+
+    The guard is written once (``_GUARD``) and built per method with that method's own positional
+    parameters, so a call passes them on without packing ``*args`` / ``**kwargs`` (which costs a tenth
+    of the per-step calls ``accept_tokens``, ``is_ready``, ``status``); a method with defaults,
+    keyword-only or variable parameters gets ``*args, **kwargs``."""
     code = method.__code__
-    params = code.co_varnames[:code.co_argcount]
     plain = not (code.co_flags & (inspect.CO_VARARGS | inspect.CO_VARKEYWORDS)) and not code.co_kwonlyargcount \
         and not method.__defaults__
+    params = ", ".join(code.co_varnames[1:code.co_argcount]) if plain else "*args, **kwargs"
+    name = method.__name__
+    scope = {"_get_ident": _get_ident, "_concurrent_call": _concurrent_call, "_method": method}
+    # the template is fixed and the parameters are the method's own names (a namedtuple's way)
+    exec(compile(_GUARD.format(name=name, params=params), f"<thread guard of {name}>", "exec"), scope)  # noqa: S102
+    return functools.wraps(method)(scope[name])  # type: ignore[return-value]
 
-    if plain and params == ("self", "schedule"):
-        def guarded_schedule(self: StructuredOutputManager, schedule: Any) -> Any:
-            tid = _get_ident()
-            prev = self._driver
-            if prev is not None and prev != tid:
-                self._concurrent_call(prev, tid, name)
-            self._driver = tid
-            try:
-                return method(self, schedule)
-            finally:
-                self._driver = prev
 
-        return functools.wraps(method)(guarded_schedule)
-    if plain and params == ("self", "request_id"):
-        def guarded1(self: StructuredOutputManager, request_id: Any) -> Any:
-            tid = _get_ident()
-            prev = self._driver
-            if prev is not None and prev != tid:
-                self._concurrent_call(prev, tid, name)
-            self._driver = tid
-            try:
-                return method(self, request_id)
-            finally:
-                self._driver = prev
-
-        return functools.wraps(method)(guarded1)
-    if plain and params == ("self", "request_id", "token_ids"):
-        def guarded2(self: StructuredOutputManager, request_id: Any, token_ids: Any) -> Any:
-            tid = _get_ident()
-            prev = self._driver
-            if prev is not None and prev != tid:
-                self._concurrent_call(prev, tid, name)
-            self._driver = tid
-            try:
-                return method(self, request_id, token_ids)
-            finally:
-                self._driver = prev
-
-        return functools.wraps(method)(guarded2)
-
-    @functools.wraps(method)
-    def guarded(self: StructuredOutputManager, *args: Any, **kwargs: Any) -> Any:
-        tid = _get_ident()
-        prev = self._driver
-        if prev is not None and prev != tid:
-            self._concurrent_call(prev, tid, name)
-        self._driver = tid
-        try:
-            return method(self, *args, **kwargs)
-        finally:
-            self._driver = prev
-
-    return guarded
+def _concurrent_call(other: int, me: int, method: str) -> None:
+    """Raise for a public call made while another thread is inside the manager, or a fill is pending."""
+    if other == _FILL_PENDING:
+        raise RuntimeError(f"StructuredOutputManager.{method} called while a grammar_bitmask_async fill is "
+                           f"pending: call result() on its handle first (the manager is busy until then; "
+                           f"nothing moved for this call)")
+    raise RuntimeError(f"StructuredOutputManager.{method} called from thread {_thread_name(me)} while thread "
+                       f"{_thread_name(other)} is inside another of its methods: a manager is driven by "
+                       f"one thread at a time (the scheduler loop)")
 
 
 def _thread_name(ident: int) -> str:
@@ -131,8 +93,6 @@ def _thread_name(ident: int) -> str:
 
 
 _get_ident = threading.get_ident
-_OK = AcceptResult("ok")
-_TERMINATED = AcceptResult("terminated")
 
 
 @dataclass(frozen=True)
@@ -366,13 +326,12 @@ class StructuredOutputManager:
         self._buffer = self._buffers[0]
         self._next_buffer = 0
         self._filler = RowFiller(num_fill_threads, batch_fill_min_rows, vocab.stop_token_ids)
-        self._gate = ReasoningGate(vocab, self.parser.implicit_reasoning_end_token_ids if self.parser is not None else ())
-        self._budget = ThinkingBudget(self.num_words)
-        self._requests: dict[str, RequestState] = {}
-        self._stop_row = row_with(self.num_words, vocab.stop_token_ids)  # precomputed row of a terminated request
-        self._stop_ids = vocab.stop_token_ids
+        # what every request shares: stop tokens, thinking rows per compiled grammar, budget rows
+        self._ctx = RequestContext(vocab, compiler, self.parser.implicit_reasoning_end_token_ids
+                                   if self.parser is not None else (), self.compile_timeout_s)
+        self._requests: dict[str, StructuredRequest] = {}
         self._driver: int | None = None  # threading.get_ident() of the thread inside a public method
-        # (FILL_PENDING while a grammar_bitmask_async fill is pending)
+        # (_FILL_PENDING while a grammar_bitmask_async fill is pending)
         self._overlap: OverlapFiller | None = None  # the worker of grammar_bitmask_async, built on first use
         self._jump = JumpForward(self.num_words, vocab.stop_token_ids, probe)
 
@@ -469,20 +428,9 @@ class StructuredOutputManager:
             if tracker.ended:
                 tracker = None
         forced = self._budget_start(limit, constraint, tracker)
-        req = RequestState(request_id, constraint, tracker)
-        if tracker is not None and limit is not None:
-            req.think_limit = limit
-            req.forced = forced if limit == 0 else None
-        if constraint is None:
-            req.status = THINKING if tracker is not None else CONSTRAINED
-        else:
-            req.future = self.compiler.submit(constraint, timeout_s=self.compile_timeout_s)
-            req.deadline = time.monotonic() + self.compile_timeout_s
-            if self.compile_while_thinking and tracker is not None and tracker.keep_thinking_token_ids() is None \
-                    and tracker.ending_token_ids() is not None:
-                req.status = THINKING  # it thinks while its constraint compiles (rows hold the end off)
-            if req.future.done():
-                self._resolve(req)
+        req = StructuredRequest(self._ctx, request_id, constraint, tracker, think_limit=limit,
+                                forced=forced if limit == 0 else None)
+        req.start_compile(self.compile_while_thinking)
         self._requests[request_id] = req
 
     def _budget_start(self, limit: int | None, constraint: Constraint | None,
@@ -519,7 +467,7 @@ class StructuredOutputManager:
         compile or a passed deadline is what changes the answer."""
         req = self._get(request_id)
         if req.future is not None:
-            self._resolve(req)
+            req.resolve()
         return req.status is not COMPILING
 
     @_one_thread
@@ -529,14 +477,14 @@ class StructuredOutputManager:
         its constraint compiles."""
         req = self._get(request_id)
         if req.future is not None:
-            self._resolve(req)
+            req.resolve()
         return req.future is None
 
     @_one_thread
     def status(self, request_id: str) -> RequestStatus:
         req = self._get(request_id)
         if req.future is not None:
-            self._resolve(req)
+            req.resolve()
         return req.status
 
     @_one_thread
@@ -544,7 +492,7 @@ class StructuredOutputManager:
         """The error message of a request in ``ERROR``, else None."""
         req = self._get(request_id)
         if req.future is not None:
-            self._resolve(req)
+            req.resolve()
         return req.message
 
     def __contains__(self, request_id: object) -> bool:
@@ -563,7 +511,7 @@ class StructuredOutputManager:
         over the entries before it. Row ``j`` of a request masks the token that follows its committed
         tokens and drafts ``0 .. j-1``.
         """
-        return self._fill_step(*self._plan_step(schedule))
+        return self._fill_step(self._plan_step(schedule))
 
     def grammar_bitmask_async(self, schedule: Sequence[ScheduleEntry]) -> PendingBitmask:
         """Start the fill of ``grammar_bitmask(schedule)`` on a worker thread and return at once, so
@@ -579,26 +527,30 @@ class StructuredOutputManager:
         prev = self._driver
         if prev is not None:
             if prev != tid:
-                self._concurrent_call(prev, tid, "grammar_bitmask_async")
+                _concurrent_call(prev, tid, "grammar_bitmask_async")
             raise RuntimeError("StructuredOutputManager.grammar_bitmask_async called from inside another of its "
                                "methods")
         self._driver = tid
         try:
-            plan = StepPlan._make(self._plan_step(schedule))
+            plan = self._plan_step(schedule)
             if self._overlap is None:
                 self._overlap = OverlapFiller(self._filler)
-            handle = self._overlap.start(self, plan)
+            handle = self._overlap.start(plan, self._fill_step, self._fill_collected)
         except BaseException:
             self._driver = None
             raise
-        self._driver = FILL_PENDING  # released by the handle's result()
+        self._driver = _FILL_PENDING  # released by the handle's result()
         return handle
 
-    def _plan_step(self, schedule: Sequence[ScheduleEntry]) -> tuple[Any, ...]:
+    def _fill_collected(self) -> None:
+        """The async fill's handle was collected (its first ``result()``): the manager is free again."""
+        if self._driver == _FILL_PENDING:
+            self._driver = None
+
+    def _plan_step(self, schedule: Sequence[ScheduleEntry]) -> StepPlan:
         """The caller's half of a step: check the whole schedule, place the precomputed rows, and
-        list the grammar rows to fill (no matcher moves). Returns the arguments of :meth:`_fill_step`,
-        in the order of :class:`StepPlan`'s fields (a plain tuple: the synchronous step builds no
-        object for it)."""
+        list the grammar rows to fill (no matcher moves): each request adds its part
+        (:meth:`StructuredRequest.plan_rows`)."""
         if type(schedule) is not list and (isinstance(schedule, (str, bytes)) or not isinstance(schedule, Sequence)):
             raise ValueError(f"schedule must be a sequence of request ids or (request_id, draft_token_ids) "
                              f"pairs, got {type(schedule).__name__}")
@@ -608,16 +560,8 @@ class StructuredOutputManager:
         if len(self._buffers) > 1:  # take turns: the previous batches stay valid for a while
             self._buffer = self._buffers[self._next_buffer]
             self._next_buffer = (self._next_buffer + 1) % len(self._buffers)
-        sb = self._buffer
+        plan = StepPlan(self._buffer)
         reqs = self._requests
-        gate = self._gate
-        row_logits: list[int] = []
-        row_rids: list[str] = []
-        plain_matchers: list[xgr.GrammarMatcher] = []  # constrained, no drafts, rows never all-allowed:
-        plain_rows: list[int] = []                     # one row each, at these logits rows,
-        plain_rids: list[str] = []                     # for these requests
-        walks: list[Walk] = []                         # the other constrained requests (see Walk)
-        fill_rows = 0                                  # at most this many rows filled (after the static ones)
         base = 0
         k_max = self.num_speculative_tokens
         seen: set[str] = set()
@@ -636,86 +580,44 @@ class StructuredOutputManager:
             if nd > k_max:
                 raise ValueError(f"request {rid!r} has {nd} draft tokens; the manager was built for "
                                  f"num_speculative_tokens={k_max}")
-            st = req.status
-            if st is COMPILING:
-                self._resolve(req)
-                st = req.status
-                if st is COMPILING:
+            if req.status is COMPILING:
+                req.resolve()
+                if req.status is COMPILING:
                     raise ValueError(f"request {rid!r} is still compiling (is_ready() is False); "
                                      f"it cannot be scheduled yet")
-            if st is CONSTRAINED:
-                m = req.matcher
-                if m is not None:
-                    if nd == 0 and not req.may_allow_all:
-                        plain_matchers.append(m)
-                        plain_rows.append(base)
-                        plain_rids.append(rid)
-                        fill_rows += 1
-                    else:
-                        walks.append(Walk(m, drafts, 0, base, rid, req.may_allow_all, 0))
-                        fill_rows += nd + 1
-            elif st is THINKING:
-                m = req.matcher
-                if m is None and req.future is not None:  # thinking while its constraint compiles
-                    self._resolve(req)
-                    m = req.matcher
-                # a budget reached in this step: its rows from the budget point on force the end of thinking
-                forcing = self._budget.plan(req, drafts) if req.think_limit is not None and \
-                    req.status is THINKING and req.n_out + nd >= req.think_limit else None
-                own = drafts if forcing is None else drafts[:forcing.first - 1] if forcing.first else None
-                end = None
-                if own is not None and req.status is THINKING:
-                    if m is None:
-                        if req.future is not None:  # still compiling: hold the end off
-                            gate.holding_rows(req, own, base, sb, row_logits, row_rids)
-                    else:
-                        end = gate.thinking_rows(req, own, base, sb, row_logits, row_rids)
-                if forcing is not None:
-                    self._budget.place(forcing, rid, base, sb, row_logits, row_rids)
-                    end = forcing.end
-                if end is not None and m is not None:
-                    # the grammar starts at drafts[content_start] (the implicit end token itself, or
-                    # the token after the end marker); its first row is at end.offset + 1
-                    walks.append(Walk(m, drafts, end.offset + 1, base, rid, req.may_allow_all, end.content_start))
-                    fill_rows += nd - end.offset
-            elif st is TERMINATED:
-                stop = self._stop_row
-                place = sb.place
-                for j in range(nd + 1):
-                    place(len(row_logits), stop)
-                    row_logits.append(base + j)
-                    row_rids.append(rid)
+            req.plan_rows(plan, drafts, base)
             base += 1 + nd
-        return sb, row_logits, row_rids, plain_matchers, plain_rows, plain_rids, walks, fill_rows, base
+        plan.num_logits_rows = base
+        return plan
 
-    def _fill_step(self, sb: BitmaskBuffer, row_logits: list[int], row_rids: list[str],
-                   plain_matchers: list[xgr.GrammarMatcher], plain_rows: list[int], plain_rids: list[str],
-                   walks: list[Walk], fill_rows: int, base: int, filler: RowFiller | None = None) -> BitmaskBatch | None:
-        """The fill half of a step (on the caller's thread, or on the overlap worker): the grammar
-        rows planned by :meth:`_plan_step` (see :class:`StepPlan`), then the batch. Every matcher
-        leaves at its committed state."""
+    def _fill_step(self, plan: StepPlan, filler: RowFiller | None = None) -> BitmaskBatch | None:
+        """The fill half of a step (on the caller's thread, or on the overlap worker with its filler):
+        the grammar rows of ``plan``, then the batch. Every matcher leaves at its committed state."""
         if filler is None:
             filler = self._filler
+        sb, row_logits, row_rids = plan.buffer, plan.row_logits, plan.row_rids
+        fill_rows = plan.fill_rows
         if fill_rows:
             # places from here on hold precomputed rows no more: fills write them (rows kept, dropped
             # as all-allowed or empty, or half-written by an exception alike)
             n_static = len(row_logits)
             sb.overwritten(n_static, n_static + fill_rows)
             dead: list[str] = []
-            if plain_matchers:
-                filler.fill_plain(sb, plain_matchers, plain_rows, plain_rids, row_logits, row_rids, dead)
-            if walks:
+            if plan.plain_matchers:
+                filler.fill_plain(sb, plan.plain_matchers, plan.plain_rows, plan.plain_rids, row_logits, row_rids,
+                                  dead)
+            if plan.walks:
                 # after the whole schedule was checked: a misuse found in it leaves every matcher
                 # untouched; an exception inside leaves every matcher at its committed state
-                filler.fill_walks(sb, walks, row_logits, row_rids, dead)
-            if dead:
-                self._dead_ends(dead)
+                filler.fill_walks(sb, plan.walks, row_logits, row_rids, dead)
+            for rid in dict.fromkeys(dead):  # a row of theirs allowed no token at all (it was left out)
+                self._requests[rid].dead_end()
         n = len(row_logits)
         if n == 0:
             return None
         last = sb.last_batch
         if sb.last_rows == row_logits:  # the indices hold these rows already (a list compare, at C speed)
-            if last is not None and last.num_logits_rows == base and last.request_ids == row_rids:
+            if last is not None and last.num_logits_rows == plan.num_logits_rows and last.request_ids == row_rids:
                 return last  # the same rows of the same requests: the same (immutable) batch object
         else:
             sb.indices_np[:n] = row_logits
@@ -723,7 +625,7 @@ class StructuredOutputManager:
         views = sb.views.get(n)
         if views is None:  # slicing a tensor costs more than a look-up: keep the views of each row count
             views = sb.views[n] = (sb.bitmask[:n], sb.indices[:n])
-        batch = sb.last_batch = BitmaskBatch(views[0], views[1], row_rids, base)
+        batch = sb.last_batch = BitmaskBatch(views[0], views[1], row_rids, plan.num_logits_rows)
         return batch
 
     @_one_thread
@@ -745,7 +647,6 @@ class StructuredOutputManager:
             t = token_ids[0]
             if type(t) is not int or not 0 <= t < self.logits_width:
                 token_ids = self._token_list(request_id, token_ids, "token_ids")
-                t = token_ids[0]
         elif n:
             for t in token_ids:
                 if type(t) is not int:
@@ -753,81 +654,7 @@ class StructuredOutputManager:
                     break
             if min(token_ids) < 0 or max(token_ids) >= self.logits_width:
                 self._token_list(request_id, token_ids, "token_ids")  # raises, naming the id
-        st = req.status
-        if st is CONSTRAINED:  # the hot path, inlined: feed every token to the grammar
-            m = req.matcher
-            if m is None:  # unconstrained
-                req.n_out += n
-                return _OK
-            if n == 1:  # one token (no drafts): the loop below without its bookkeeping
-                if not m.accept_token(t):
-                    return self._rejected(req, m, token_ids, 0)
-                req.n_out += 1
-                req.n_content += 1
-                if t in self._stop_ids:
-                    return self._terminate(req)
-                return _OK
-            stops = self._stop_ids
-            if isinstance(m, BoundedMatcher):  # the same loop, in its lexer (C)
-                i = m.accept_many(token_ids, stops)
-                if i < n:
-                    return self._rejected(req, m, token_ids, i)
-            else:
-                accept = m.accept_token
-                i = 0
-                for t in token_ids:
-                    if not accept(t):
-                        return self._rejected(req, m, token_ids, i)
-                    i += 1
-                    if t in stops and i < n:  # tokens after a stop: never offer them to a terminated matcher
-                        return self._rejected(req, m, token_ids, i)
-            req.n_out += n
-            req.n_content += n
-            # every token was accepted, so only the last can be a stop token (one before it would
-            # have terminated the grammar and failed the next); accepting a stop token terminates it
-            if n and token_ids[-1] in self._stop_ids:
-                return self._terminate(req)
-            return _OK
-        if st is THINKING:
-            tracker = req.tracker
-            assert tracker is not None, "a thinking request has a tracker"
-            if req.think_limit is not None and req.n_out + n >= req.think_limit:  # at its budget point
-                problem = self._budget.check_commit(req, token_ids, self.vocabulary.token_bytes)
-                if problem is not None:
-                    req.fail(problem)
-                    return AcceptResult("error", problem)
-            end = tracker.advance(token_ids)
-            if end is None:
-                req.n_out += len(token_ids)
-                if req.pending:
-                    self._gate.refresh_pending(req)
-                return _OK
-            req.pending = False
-            req.status = CONSTRAINED
-            m = req.matcher
-            start = end.content_start
-            if m is None and req.future is not None:
-                # the thinking ended before the grammar exists (the engine did not mask, or the family
-                # cannot hold its end off): the content waits for the compile, the request leaves
-                # the schedule until then
-                req.n_out += start
-                req.status = COMPILING
-                req.held = token_ids[start:]
-                self._resolve(req)
-                return self._held_result(req)
-            if m is None:
-                req.n_out += len(token_ids)
-                return _OK
-            req.n_out += start
-            return self._feed(req, m, token_ids[start:])
-        if st is ERROR:
-            return AcceptResult("error", req.message)
-        if st is TERMINATED:
-            return self._after_end(req, token_ids)
-        self._resolve(req)
-        if req.status is ERROR:
-            return AcceptResult("error", req.message)
-        raise ValueError(f"request {request_id!r} is still compiling; it cannot have sampled tokens")
+        return req.accept(token_ids)
 
     @_one_thread
     def forced_tokens(self, request_id: str, max_tokens: int = 16) -> list[int]:
@@ -847,147 +674,14 @@ class StructuredOutputManager:
         req = self._get(request_id)
         if isinstance(max_tokens, bool) or not isinstance(max_tokens, (int, np.integer)) or max_tokens < 0:
             raise ValueError(f"max_tokens must be an integer >= 0, got {max_tokens!r}")
-        if req.future is not None:
-            self._resolve(req)
-        m = req.matcher
-        if req.status is THINKING:
-            return self._budget.remaining(req)[:int(max_tokens)]
-        if req.status is not CONSTRAINED or m is None:
-            return []
-        return self._jump.forced(m, int(max_tokens))
+        return req.forced_tokens(int(max_tokens), self._jump)
 
     # -- internals: requests ---------------------------------------------------------------------
-    def _concurrent_call(self, other: int, me: int, method: str) -> None:
-        if other == FILL_PENDING:
-            raise RuntimeError(f"StructuredOutputManager.{method} called while a grammar_bitmask_async fill is "
-                               f"pending: call result() on its handle first (the manager is busy until then; "
-                               f"nothing moved for this call)")
-        raise RuntimeError(f"StructuredOutputManager.{method} called from thread {_thread_name(me)} while thread "
-                           f"{_thread_name(other)} is inside another of its methods: a manager is driven by "
-                           f"one thread at a time (the scheduler loop)")
-
-    def _get(self, request_id: str) -> RequestState:
+    def _get(self, request_id: str) -> StructuredRequest:
         req = self._requests.get(request_id)
         if req is None:
             raise KeyError(f"unknown request {request_id!r}")
         return req
-
-    def _resolve(self, req: RequestState) -> None:
-        """Move a compiling request on if its compile finished or its deadline passed."""
-        fut = req.future
-        constraint = req.constraint
-        if fut is None or constraint is None:  # not compiling (an unconstrained request never compiles)
-            return
-        if fut.done():
-            req.future = None
-            exc = fut.exception()
-            if exc is not None:
-                if isinstance(exc, ValueError):  # an invalid constraint (validated with the compile)
-                    req.fail(str(exc))
-                elif isinstance(exc, TimeoutError):  # the compiler stopped it at its deadline
-                    req.fail(f"{constraint.kind} constraint did not compile within "
-                             f"compile_timeout_s={self.compile_timeout_s:g} s")
-                else:
-                    req.fail(f"{constraint.kind} constraint failed to compile: {xgrammar_message(exc)}")
-                return
-            compiled: CompiledConstraint = fut.result()
-            if not compiled.initial_mask.any():  # not even a stop token: it cannot end right away either
-                req.fail(f"the {constraint.kind} constraint accepts no output: its grammar allows no first "
-                         f"token (and cannot end at once)")
-                return
-            req.compiled = compiled
-            req.matcher = new_matcher(compiled)  # records its tokens when the schema needs an output check
-            req.may_allow_all = compiled.may_allow_all
-            if req.tracker is not None and not req.tracker.ended:
-                req.status = THINKING
-                self._gate.prepare(req, compiled)
-            else:
-                req.status = CONSTRAINED
-                held, req.held = req.held, None
-                if held:
-                    self._feed(req, req.matcher, held)
-        elif time.monotonic() > req.deadline:
-            req.future = None
-            self.compiler.mark_overdue(fut)
-            req.fail(f"{constraint.kind} constraint did not compile within "
-                     f"compile_timeout_s={self.compile_timeout_s:g} s")
-
-    def _held_result(self, req: RequestState) -> AcceptResult:
-        """What ``accept_tokens`` answers for a request whose content waited for its compile."""
-        if req.status is ERROR:
-            return AcceptResult("error", req.message)
-        if req.status is TERMINATED:
-            return _TERMINATED
-        return _OK
-
-    def _dead_ends(self, rids: list[str]) -> None:
-        """Requests whose grammar allowed no token at all at a row of this step (that row was left out)."""
-        for rid in dict.fromkeys(rids):
-            req = self._requests[rid]
-            kind = req.constraint.kind if req.constraint is not None else "?"
-            req.fail(f"the {kind} constraint accepts no output from here: after {req.n_content} content "
-                     f"token(s) (and this step's drafts) its grammar allows no token at all")
-
-    # -- internals: accept -----------------------------------------------------------------------
-    def _feed(self, req: RequestState, m: xgr.GrammarMatcher, tokens: list[int]) -> AcceptResult:
-        """Feed content tokens to the grammar (the same as the inlined hot path of accept_tokens)."""
-        accept = m.accept_token
-        stops = self._stop_ids
-        n = len(tokens)
-        for i, t in enumerate(tokens):
-            if not accept(t):
-                return self._rejected(req, m, tokens, i)
-            if t in stops and i + 1 < n:  # tokens after a stop: never offer them to a terminated matcher
-                return self._rejected(req, m, tokens, i + 1)
-        req.n_out += n
-        req.n_content += n
-        if n and tokens[-1] in self._stop_ids:
-            return self._terminate(req)
-        return _OK
-
-    def _rejected(self, req: RequestState, m: xgr.GrammarMatcher, tokens: list[int], i: int) -> AcceptResult:
-        """``tokens[:i]`` were accepted; ``tokens[i]`` was rejected, or follows a stop token that
-        terminated the grammar (then only stop tokens may follow)."""
-        req.n_out += i
-        req.n_content += i
-        if m.is_terminated():
-            if self._terminate(req) is not _TERMINATED:
-                return AcceptResult("error", req.message)
-            return self._after_end(req, tokens[i:])
-        if isinstance(m, BoundedMatcher) and m.breaks_bound(tokens[i]):
-            b = m.ws_bound.max_whitespace
-            return self._reject(req, tokens[i], f" (it would put more than {b} whitespace characters in a gap "
-                                                f"between JSON tokens: max_whitespace={b})")
-        return self._reject(req, tokens[i], "")
-
-    def _terminate(self, req: RequestState) -> AcceptResult:
-        """The grammar accepted a stop token: the output is complete. A schema with keywords the grammar
-        does not enforce has its output checked here, once (schema_support.py): a violation is ERROR."""
-        problem = output_problem(req.matcher, self.vocabulary, self._stop_ids)
-        if problem is not None:
-            req.fail(problem)
-            return AcceptResult("error", problem)
-        req.status = TERMINATED
-        return _TERMINATED
-
-    def _after_end(self, req: RequestState, tokens: list[int]) -> AcceptResult:
-        """Tokens after the grammar accepted a stop token: only stop tokens."""
-        stops = self._stop_ids
-        for i, t in enumerate(tokens):
-            if t not in stops:
-                req.n_out += i
-                return self._reject(req, t, " after the output was complete (only stop tokens may follow)")
-        req.n_out += len(tokens)
-        return _TERMINATED
-
-    def _reject(self, req: RequestState, token: int, why: str) -> AcceptResult:
-        text = self.vocabulary.token_bytes[token] if token < self.vocabulary.vocab_size else b""
-        kind = req.constraint.kind if req.constraint is not None else "?"
-        message = (f"token {token} ({text.decode('utf-8', errors='replace')!r}) at output position "
-                   f"{req.n_out} (content position {req.n_content}) is not allowed by the {kind} "
-                   f"constraint{why}")
-        req.fail(message)
-        return AcceptResult("error", message)
 
     # -- internals: token ids -------------------------------------------------------------------
     def _prompt_list(self, prompt_token_ids: Any) -> list[int]:

@@ -50,48 +50,31 @@ mostly waits in code that releases the GIL too (a CUDA synchronize, a CPU matmul
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any
 
-import xgrammar as xgr
-
-from .buffer import BitmaskBuffer
-from .fill import RowFiller, Walk
+from .fill import RowFiller, StepPlan
 
 if TYPE_CHECKING:
-    from .manager import BitmaskBatch, StructuredOutputManager
+    from .manager import BitmaskBatch
 
-__all__ = ["FILL_PENDING", "StepPlan", "OverlapFiller", "PendingBitmask"]
+__all__ = ["OverlapFiller", "PendingBitmask"]
 
-FILL_PENDING = -1
-"""What the manager's driver field holds while an async fill is pending (never a thread id)."""
-
-
-class StepPlan(NamedTuple):
-    """One step after the caller's half (schedule checked, precomputed rows placed): what is left
-    to fill, as the manager's ``_fill_step`` takes it. ``row_logits`` / ``row_rids`` already hold
-    the precomputed rows; the fill appends."""
-
-    buffer: BitmaskBuffer
-    row_logits: list[int]
-    row_rids: list[str]
-    plain_matchers: list[xgr.GrammarMatcher]
-    plain_rows: list[int]
-    plain_rids: list[str]
-    walks: list[Walk]
-    fill_rows: int
-    num_logits_rows: int
+FillStep = Callable[[StepPlan, RowFiller], "BitmaskBatch | None"]
+"""The fill half of a step: the plan's grammar rows filled with the given filler, then the batch
+(every matcher left at its committed state, also when it raises)."""
 
 
 class PendingBitmask:
     """The handle of one :meth:`StructuredOutputManager.grammar_bitmask_async` call (see the module
     docstring)."""
 
-    __slots__ = ("_manager", "_future", "_released")
+    __slots__ = ("_future", "_on_collected", "_released")
 
-    def __init__(self, manager: StructuredOutputManager, future: Future[Any]) -> None:
-        self._manager = manager
+    def __init__(self, future: Future[Any], on_collected: Callable[[], None]) -> None:
         self._future = future
+        self._on_collected = on_collected  # releases the manager (called once, by the first result())
         self._released = False
 
     def done(self) -> bool:
@@ -117,9 +100,7 @@ class PendingBitmask:
     def _release(self) -> None:
         if not self._released:
             self._released = True
-            mgr = self._manager
-            if mgr._driver == FILL_PENDING:
-                mgr._driver = None
+            self._on_collected()
 
 
 class OverlapFiller:
@@ -135,19 +116,20 @@ class OverlapFiller:
             sync_filler.num_threads, 1, sync_filler.stop_token_ids, always_batch=True)
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="thinkgate-fill")
 
-    def start(self, manager: StructuredOutputManager, plan: StepPlan) -> PendingBitmask:
-        """Hand ``plan`` to the worker (a plan with nothing to fill completes here, on this thread)."""
+    def start(self, plan: StepPlan, fill: FillStep, on_collected: Callable[[], None]) -> PendingBitmask:
+        """Hand ``fill(plan, filler)`` to the worker (a plan with nothing to fill completes here, on
+        this thread); ``on_collected`` runs when the handle's ``result()`` first returns or raises."""
         for w in plan.walks:  # the engine may reuse its draft lists once this call returned
             w.drafts = tuple(w.drafts)
         if plan.fill_rows:
-            fut = self._pool.submit(manager._fill_step, *plan, filler=self.filler)
+            fut = self._pool.submit(fill, plan, self.filler)
         else:
             fut = Future()
             try:
-                fut.set_result(manager._fill_step(*plan, filler=self.filler))
+                fut.set_result(fill(plan, self.filler))
             except BaseException as e:  # noqa: BLE001 - handed over through result(), like the worker's
                 fut.set_exception(e)
-        return PendingBitmask(manager, fut)
+        return PendingBitmask(fut, on_collected)
 
     def close(self) -> None:
         self._pool.shutdown(wait=True)

@@ -57,8 +57,6 @@ from __future__ import annotations
 
 import logging
 import math
-import threading
-from collections import deque
 from concurrent.futures import Future, InvalidStateError
 from typing import Any, Sequence
 
@@ -76,11 +74,7 @@ from thinkgate.reasoning.vocabulary import Vocabulary
 
 from .compiler import CompiledConstraint, Compiler, xgrammar_message
 from .constraints import DEFAULT_MAX_WHITESPACE, Constraint
-from .gating import ReasoningGate
-from .request_state import CONSTRAINED, TERMINATED, THINKING, RequestState
-from .rows import row_with
-from .schema_support import RecordingMatcher, new_matcher, output_problem
-from .whitespace import BoundedMatcher
+from .request import THINKING, RequestContext, StructuredRequest
 
 __all__ = ["NAME", "SGLANG_REASONING_PARSERS", "SGLANG_UNSERVED", "MAX_ROLLBACK_TOKENS", "ThinkgateGrammarBackend", "ThinkgateGrammar",
            "create_backend", "register", "thinkgate_family"]
@@ -110,18 +104,15 @@ def _allocate(vocab_size: int, batch_size: int) -> torch.Tensor:
     return mask
 
 
-# what a history entry of ThinkgateGrammar records, per accepted token
-_CONTENT, _THINK, _END, _END_CONTENT, _IGNORED = range(5)
-
-
 class ThinkgateGrammar(BaseGrammarObject):
     """One request's grammar and reasoning gate under SGLang's ``BaseGrammarObject`` contract.
 
-    Holds the manager's per-request state (:class:`~.request_state.RequestState`: status, matcher,
-    tracker, thinking rows) and a bounded history of the accepted tokens for ``rollback`` (per token:
-    the tracker before it, when it was a thinking token). Every call costs O(its tokens): one tracker
-    step and one tracker copy per thinking token, one matcher step per content token, one fill per row.
-    Driven by SGLang's scheduler thread.
+    SGLang's calls go to the request's :class:`~.request.StructuredRequest` (``state``), driven one
+    token at a time: it owns the status, matcher, tracker, thinking rows, budget and a bounded history
+    of the accepted tokens for ``rollback`` (per token: the tracker before it, when it was a thinking
+    token). This object only checks SGLang's arguments and turns a refused token into SGLang's
+    ``ValueError``. Every call costs O(its tokens): one tracker step and one tracker copy per thinking
+    token, one matcher step per content token, one fill per row. Driven by SGLang's scheduler thread.
     """
 
     def __init__(self, backend: ThinkgateGrammarBackend, compiled: CompiledConstraint, key: tuple[str, str],
@@ -132,20 +123,8 @@ class ThinkgateGrammar(BaseGrammarObject):
         self.compiled = compiled
         self.key = key
         self.grammar_stats = grammar_stats
-        st = self.state = RequestState(f"{key[0]}", compiled.constraint, None)
-        st.compiled = compiled
-        st.matcher = new_matcher(compiled)
-        self._history: deque[tuple[int, ReasoningTracker | None]] = deque(maxlen=MAX_ROLLBACK_TOKENS)
-        self._pos = 0                  # tokens accepted (ignored ones included), less those rolled back
-        self._dead: str | None = None  # why the row at _dead_at allowed nothing (see fill_vocab_mask)
-        self._dead_at = 0
-        if tracker is not None and not tracker.ended:
-            st.tracker = tracker
-            st.status = THINKING
-            st.think_limit = think_limit
-            backend._prepare(st, compiled)
-        else:
-            st.status = CONSTRAINED
+        self.state = StructuredRequest.from_compiled(backend.request_context, f"{key[0]}", compiled, tracker,
+                                                     think_limit=think_limit, rollback_window=MAX_ROLLBACK_TOKENS)
 
     # -- status ------------------------------------------------------------------------------
     @property
@@ -157,14 +136,10 @@ class ThinkgateGrammar(BaseGrammarObject):
     def error(self) -> str | None:
         """Why this grammar hit a dead end (then it allows only stop tokens and reports itself
         terminated; a rollback to before that point clears it), else None."""
-        return self._dead
+        return self.state.dead_end_message
 
     def is_terminated(self) -> bool:
-        return self.state.status is TERMINATED or self._dead is not None
-
-    def _push(self, kind: int, before: ReasoningTracker | None) -> None:
-        self._history.append((kind, before))
-        self._pos += 1
+        return self.state.is_finished()
 
     # -- tokens ------------------------------------------------------------------------------
     def accept_token(self, token: int) -> None:
@@ -176,106 +151,14 @@ class ThinkgateGrammar(BaseGrammarObject):
                 raise ValueError(f"token {token!r} is not a token id in [0, {self.backend.vocab_size})")
             token = int(token)
         self.current_token = token
-        if self._dead is not None:
-            if token not in self.backend.stop_ids:
-                raise ValueError(self._dead)
-            self._push(_IGNORED, None)
-            return
-        st = self.state
-        status = st.status
-        if status is THINKING:
-            tracker = st.tracker
-            before = tracker.copy()
-            end = tracker.advance((token,))
-            if end is None:
-                self._push(_THINK, before)
-                st.n_out += 1
-                if st.pending:
-                    self.backend._refresh(st)
-                return
-            st.pending = False
-            st.status = CONSTRAINED
-            if not end.is_content:
-                self._push(_END, before)
-                st.n_out += 1
-                return
-            try:
-                self._feed(token)
-            except ValueError:
-                st.tracker = before
-                st.status = THINKING
-                self.backend._refresh(st)
-                raise
-            self._push(_END_CONTENT, before)
-            return
-        if status is CONSTRAINED:
-            self._feed(token)
-            self._push(_CONTENT, None)
-            return
-        self._push(_IGNORED, None)  # terminated: as SGLang's xgrammar grammar, nothing after the end
-
-    def _feed(self, token: int) -> None:
-        st = self.state
-        m = st.matcher
-        if not m.accept_token(token):
-            raise ValueError(self._rejected(token, m))
-        st.n_out += 1
-        st.n_content += 1
-        if m.is_terminated():
-            problem = output_problem(m, self.backend.vocabulary, self.backend.stop_ids)
-            if problem is not None:
-                m.rollback(1)
-                st.n_out -= 1
-                st.n_content -= 1
-                raise ValueError(problem)
-            st.status = TERMINATED
-
-    def _rejected(self, token: int, m: Any) -> str:
-        st = self.state
-        vocab = self.backend.vocabulary
-        text = vocab.token_bytes[token] if token < vocab.vocab_size else b""
-        why = ""
-        if isinstance(m, BoundedMatcher) and m.breaks_bound(token):
-            b = m.ws_bound.max_whitespace
-            why = f" (it would put more than {b} whitespace characters in a gap between JSON tokens)"
-        return (f"token {token} ({text.decode('utf-8', errors='replace')!r}) at output position {st.n_out} "
-                f"(content position {st.n_content}) is not allowed by the {self.compiled.constraint.kind} "
-                f"constraint{why}")
+        why = self.state.try_token(token)
+        if why is not None:
+            raise ValueError(why)
 
     def rollback(self, k: int) -> None:
-        """Undo the last ``k`` accepted tokens (thinking, its end and content alike)."""
-        if k <= 0:
-            return
-        hist = self._history
-        if k > len(hist):
-            raise ValueError(f"cannot roll back {k} tokens: {len(hist)} can be (at most {MAX_ROLLBACK_TOKENS})")
-        st = self.state
-        m = st.matcher
-        content = 0
-        restore: ReasoningTracker | None = None
-        for _ in range(k):
-            kind, before = hist.pop()
-            if kind == _CONTENT or kind == _END_CONTENT:
-                content += 1
-            if kind != _IGNORED:
-                st.n_out -= 1
-            if before is not None:
-                restore = before  # the earliest one popped wins: the state before the first undone token
-        self._pos -= k
-        if self._dead is not None and self._pos < self._dead_at:
-            self._dead = None  # back before the dead end (a draft path SGLang walked and undid)
-        if content:
-            m.rollback(content)
-            st.n_content -= content
-        if st.forced is not None and st.n_out < st.think_limit:
-            st.forced = None  # back before the budget point: taken again when it is reached
-        if restore is not None:
-            st.tracker = restore
-            st.status = THINKING
-            st.pending = True
-            self.backend._refresh(st)
-        elif st.status is TERMINATED and not m.is_terminated():
-            st.status = CONSTRAINED
+        """Undo the last ``k`` accepted tokens (thinking, its end and content alike); ``ValueError`` past
+        :data:`MAX_ROLLBACK_TOKENS`."""
+        self.state.rollback(k)
 
     # -- masks -------------------------------------------------------------------------------
     def allocate_vocab_mask(self, vocab_size: int, batch_size: int, device: Any) -> torch.Tensor:
@@ -283,54 +166,11 @@ class ThinkgateGrammar(BaseGrammarObject):
 
     def fill_vocab_mask(self, vocab_mask: torch.Tensor, idx: int) -> None:
         """Row ``idx``: nothing written while thinking with nothing to mask (the row keeps the -1 of
-        ``allocate_vocab_mask``); the thinking or pending row; the grammar's row; stop tokens only once
-        terminated or in error."""
-        st = self.state
-        status = st.status
-        if self._dead is not None:
-            vocab_mask[idx].copy_(self.backend.stop_row_tensor)
-            return
-        if status is THINKING:
-            if st.think_limit is not None and st.n_out >= st.think_limit:  # the budget forces the end
-                if st.forced is None:
-                    st.forced = st.tracker.forced_end_token_ids() or ()
-                i = st.n_out - st.think_limit
-                if i < len(st.forced):
-                    vocab_mask[idx].copy_(self.backend.only_row(st.forced[i]))
-                    return
-            row = st.pending_row if st.pending else st.think_row
-            if row is not None:
-                vocab_mask[idx].copy_(torch.from_numpy(row))
-            return
-        if status is TERMINATED:
-            vocab_mask[idx].copy_(self.backend.stop_row_tensor)
-            return
-        m = st.matcher
-        st.message = None
-        m.fill_next_token_bitmask(vocab_mask, idx)
-        words = vocab_mask.numpy()[idx]
-        if isinstance(m, RecordingMatcher):
-            self._check_ending(m, words)
-        if not words.any():  # a dead end: never hand the sampler a row that allows nothing
-            self._dead = st.message or (f"the {self.compiled.constraint.kind} constraint accepts no output from here: "
-                                        f"after {st.n_content} content token(s) its grammar allows no token at all")
-            self._dead_at = self._pos
-            logger.warning("thinkgate grammar %s: %s", self.key[0], self._dead)
-            vocab_mask[idx].copy_(self.backend.stop_row_tensor)
-
-    def _check_ending(self, m: RecordingMatcher, words: np.ndarray) -> None:
-        """A schema checked on its output: the stop tokens stay allowed only if the output so far
-        passes the check (else the model may not end here; the message is kept for a dead end)."""
-        stops = self.backend.stop_list
-        if not any((int(words[t >> 5]) >> (t & 31)) & 1 for t in stops):
-            return
-        problem = m.check.problem_of_tokens(self.backend.vocabulary, m.tokens, self.backend.stop_ids)
-        if problem is None:
-            return
-        bits = words.view(np.uint32)
-        for t in stops:
-            bits[t >> 5] &= np.uint32(~(1 << (t & 31)) & 0xFFFFFFFF)
-        self.state.message = problem
+        ``allocate_vocab_mask``); the forced token past the thinking budget; the thinking or pending
+        row; the grammar's row; stop tokens only once terminated or at a dead end (logged)."""
+        dead = self.state.fill_row(vocab_mask, idx)
+        if dead is not None:
+            logger.warning("thinkgate grammar %s: %s", self.key[0], dead)
 
     @staticmethod
     def move_vocab_mask(vocab_mask: torch.Tensor, device: Any) -> torch.Tensor:
@@ -364,9 +204,9 @@ class ThinkgateGrammarBackend(BaseGrammarBackend):
 
     Per server: the vocabulary (read from SGLang's tokenizer, SGLang's vocabulary size as the logits
     width), the reasoning parser, the :class:`Compiler` (worker processes, bounded cache keyed by the
-    canonical constraint) and the precomputed rows (stop tokens only; thinking rows per compiled
-    grammar). SGLang's own cache of grammar objects (``self.cache``, one template per key) is bounded
-    by ``cache_limit`` entries.
+    canonical constraint) and the :class:`~.request.RequestContext` its requests share (stop tokens,
+    thinking rows per compiled grammar, budget rows). SGLang's own cache of grammar objects
+    (``self.cache``, one template per key) is bounded by ``cache_limit`` entries.
     """
 
     def __init__(self, tokenizer: Any, vocab_size: int, reasoning_parser: str | ReasoningParser | None = None, *,
@@ -399,31 +239,13 @@ class ThinkgateGrammarBackend(BaseGrammarBackend):
         self.compiler = compiler if compiler is not None else Compiler(vocab)
         self.cache_limit = int(cache_limit)
         self.stop_ids = vocab.stop_token_ids
-        self.stop_list = sorted(self.stop_ids)
-        num_words = (vocab.logits_width + 31) // 32
-        self.stop_row_tensor = torch.from_numpy(row_with(num_words, self.stop_ids))
-        self._gate = ReasoningGate(vocab, reasoning_parser.implicit_reasoning_end_token_ids if reasoning_parser else ())
-        self._gate_lock = threading.Lock()  # the thinking rows are built on the compiler's callback threads too
+        # what every request's state machine shares (its thinking rows are built on the compiler's
+        # callback threads too: under a lock)
+        self.request_context = RequestContext(
+            vocab, self.compiler, reasoning_parser.implicit_reasoning_end_token_ids if reasoning_parser else (),
+            self.compile_timeout_s, thread_safe_rows=True)
         self._prompt: Sequence[int] = ()
         self._budget: int | None = None
-        self._only_rows: dict[int, torch.Tensor] = {}
-        self._num_words = num_words
-
-    # -- the gate (shared rows) ----------------------------------------------------------------
-    def _prepare(self, st: RequestState, compiled: CompiledConstraint) -> None:
-        with self._gate_lock:
-            self._gate.prepare(st, compiled)
-
-    def _refresh(self, st: RequestState) -> None:
-        with self._gate_lock:
-            self._gate.refresh_pending(st)
-
-    def only_row(self, token_id: int) -> torch.Tensor:
-        """The row that allows ``token_id`` alone (kept per token id: a family's few forced tokens)."""
-        row = self._only_rows.get(token_id)
-        if row is None:
-            row = self._only_rows[token_id] = torch.from_numpy(row_with(self._num_words, (token_id,)))
-        return row
 
     def new_tracker(self, prompt_token_ids: Sequence[int], require_reasoning: bool) -> ReasoningTracker | None:
         """The request's tracker (None: its grammar applies from the first token): the prompt's current
