@@ -40,10 +40,11 @@ from thinkgate.structured_output.tools import MarkedDecoder, get_tool_reader
 
 # formats whose arguments stream before the call ends (all; Gemma 4's for tools whose objects declare their
 # keys, as the corpus' get_weather and translate)
-HOLDS_CALLS = {"pythonic", "llama4_pythonic", "olmo3", "lfm2", "muse", "muse_glimmer"}
+HOLDS_CALLS = {"pythonic", "llama4_pythonic", "olmo3", "lfm2", "muse", "muse_glimmer", "minimax_m3"}
 """Renderers whose format's stream holds a call list until it is read whole (``pythonic.py``: a Python call
-expression is decided when its list closes; ``muse_stream.py``: a call message is read when it ends); their
-calls go out whole, not as they are written."""
+expression is decided when its list closes; ``muse_stream.py``: a call message is read when it ends;
+``elements.py``: MiniMax M3's nested elements go out per call, as vLLM sends them); their calls go out
+whole, not as they are written."""
 STREAMS_ARGUMENTS = set(RENDERERS) - HOLDS_CALLS
 
 
