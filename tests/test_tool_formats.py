@@ -47,17 +47,28 @@ ANSWERS = {"openai": "<|channel|>final<|message|>{}", "muse": " to=user<|message
 """Free text alone, in the format's answer message where it has one."""
 
 
-def window(fmt: str) -> list[str]:
-    """This format's tools: a window of the corpus (the windows of all formats cover it), the anchor
-    tool and the strict tool."""
-    k = FORMATS.index(fmt)
+@functools.lru_cache(maxsize=None)
+def windows() -> dict[str, tuple[str, ...]]:
+    """Each format's share of the corpus: consecutive windows that together cover it. A tool none of whose
+    examples its format can write (a value spelling one of that vocabulary's control tokens, a raw XML value
+    holding its closing tag: each tested on its own) moves to the next format that can write one, so the
+    formats still cover the whole corpus as windows shift when formats are added."""
     names = [t["function"]["name"] for t in TOOLS]
     size = -(-len(names) // len(FORMATS)) + 1
-    chosen = [names[(k * (size - 1) + j) % len(names)] for j in range(size)]
-    fam = FAMILIES[fmt]
-    # a raw XML value cannot hold its own closing tag (tested on its own): such examples are skipped
-    chosen = [n for n in chosen if any(renderable(fam, ex) for ex in EXAMPLES[n])]
-    return list(dict.fromkeys([ANCHOR, *chosen, STRICT_TOOL]))
+    chosen: dict[str, list[str]] = {f: [] for f in FORMATS}
+    for k, fmt in enumerate(FORMATS):
+        for j in range(size):
+            name = names[(k * (size - 1) + j) % len(names)]
+            for f in FORMATS[k:] + FORMATS[:k]:
+                if any(renderable(FAMILIES[f], ex) for ex in EXAMPLES[name]):
+                    chosen[f].append(name)
+                    break
+    return {f: tuple(dict.fromkeys([ANCHOR, *chosen[f], STRICT_TOOL])) for f in FORMATS}
+
+
+def window(fmt: str) -> list[str]:
+    """This format's tools: its window of the corpus, the anchor tool and the strict tool."""
+    return list(windows()[fmt])
 
 
 CALL_IDS = {"kimi_k2": r"functions\..+:[0-9]+", "mistral": r"[A-Za-z0-9]{9}", "cohere_command3": r"[0-9]+"}
