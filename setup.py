@@ -1,9 +1,9 @@
 """Builds the C extensions at install time (everything else is in pyproject.toml): the CPU bitmask
-kernel and the JSON whitespace bound's lexer (``structured_output/jsonws.c``).
+kernel and the JSON whitespace bound's lexer (``structured_output/compilation/jsonws/lexer.c``).
 
 Both are optional: without a working compiler the install still succeeds; the kernel is then built at
 first use instead (or, failing that, the torch path is used with one warning), and the whitespace bound
-runs its pure-Python reference (``structured_output/jsonws_ref.py``) with one warning.
+runs its pure-Python reference (``structured_output/compilation/jsonws/lexer_ref.py``) with one warning.
 """
 
 import runpy
@@ -24,8 +24,8 @@ setup(
             optional=True,
         ),
         Extension(
-            "thinkgate.structured_output._jsonws",
-            sources=["structured_output/jsonws.c"],
+            "thinkgate.structured_output.compilation.jsonws._lexer",
+            sources=["structured_output/compilation/jsonws/lexer.c"],
             extra_compile_args=build["CFLAGS"],
             extra_link_args=build["LINK_FLAGS"],
             optional=True,

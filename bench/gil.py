@@ -7,7 +7,7 @@ control shows). ``work_kept``: the worker's rate beside the Python thread / alon
 releases the GIL still has to take it back when it returns, and with a Python-busy thread beside it
 that wait (up to the interpreter's switch interval, ``sys.getswitchinterval()``) is paid per call,
 so many short calls lose most of their rate while one long call (a batch fill) loses little.
-This is why ``grammar_bitmask_async`` fills every round with the batch matcher (``structured_output/overlap.py``).
+This is why ``grammar_bitmask_async`` fills every round with the batch matcher (``structured_output/step/overlap.py``).
 """
 
 from __future__ import annotations

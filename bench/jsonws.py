@@ -7,7 +7,7 @@ from JSONSchemaBench, each with a valid instance), three ways to compile ``Const
 - ``old``: the bound written into the grammar (``max_whitespace_cnt``, what thinkgate compiled before:
   ``[ \\n\\r\\t]{0,B}`` per gap);
 - ``new``: thinkgate now: xgrammar's unbounded grammar and the bound beside it
-  (``structured_output/whitespace.py``).
+  (``structured_output/compilation/jsonws/bound.py``).
 
 Columns, per schema kind (the corpus's source: Github, Glaiveai2K, Kubernetes, ...) and ``all``
 (medians over the schemas of the kind):
@@ -83,9 +83,9 @@ def main(args: argparse.Namespace) -> int:
     import xgrammar as xgr
 
     from bench.harness import print_table, progress, write_rows
-    from thinkgate.structured_output.constraints import Constraint
-    from thinkgate.structured_output.whitespace import WhitespaceLexicon
-    from thinkgate.structured_output.xgrammar_adapter import (GrammarBuilder, _fix_bounded_json_strings,
+    from thinkgate.structured_output.compilation.constraints import Constraint
+    from thinkgate.structured_output.compilation.jsonws.bound import WhitespaceLexicon
+    from thinkgate.structured_output.compilation.xgrammar_adapter import (GrammarBuilder, _fix_bounded_json_strings,
                                                               build_tokenizer_info)
 
     B = args.max_whitespace
@@ -176,7 +176,7 @@ def main(args: argparse.Namespace) -> int:
 
 
 def _bounded(compiled, bound):
-    from thinkgate.structured_output.whitespace import BoundedMatcher
+    from thinkgate.structured_output.compilation.jsonws.bound import BoundedMatcher
 
     return BoundedMatcher(compiled, bound)
 

@@ -73,7 +73,7 @@ def main(args: argparse.Namespace) -> int:
     from transformers import AutoTokenizer
 
     from bench.harness import print_table, write_rows
-    from thinkgate.structured_output.sglang_backend import ThinkgateGrammarBackend
+    from thinkgate.engines.sglang.backend import ThinkgateGrammarBackend
 
     torch.set_num_threads(args.torch_threads)
     width = 129280

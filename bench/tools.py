@@ -130,7 +130,7 @@ def main(args: argparse.Namespace) -> int:
     import xgrammar as xgr
 
     from bench.harness import print_table, progress, write_rows
-    from thinkgate.structured_output.compiler import Compiler
+    from thinkgate.structured_output.compilation.compiler import Compiler
     from thinkgate.structured_output.tools import build_tool_constraint, list_tool_formats
     from thinkgate.testing.vocabularies import FORMAT_VOCABULARY, format_vocabulary
 
@@ -410,7 +410,7 @@ def schema_order_format(fmt_name: str):
 
     from thinkgate.structured_output.tools import get_tool_format
     from thinkgate.structured_output.tools.args import JsonArgs, XmlArgs
-    from thinkgate.structured_output.tools.engine import CallFormat
+    from thinkgate.structured_output.tools.call_format import CallFormat
     from thinkgate.structured_output.tools.harmony import HarmonyFormat
 
     fmt = get_tool_format(fmt_name)
@@ -497,7 +497,7 @@ def _props_main(args, names: list[str]) -> int:
 
     from bench.harness import print_table, progress, write_rows
     from thinkgate.testing.vocabularies import format_vocabulary
-    from thinkgate.structured_output.compiler import Compiler
+    from thinkgate.structured_output.compilation.compiler import Compiler
     from thinkgate.structured_output.tools import build_tool_constraint
 
     rows = []

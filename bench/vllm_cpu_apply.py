@@ -42,7 +42,7 @@ def main(args: argparse.Namespace) -> int:
     from bench.harness import measure, print_table, write_rows
     from bench.kernels import TOKENIZER_SIZE, _interleaved
     from thinkgate.testing.bitmasks import realistic_bitmask
-    from thinkgate.kernels import vllm_cpu_worker
+    from thinkgate.engines.vllm import cpu_worker as vllm_cpu_worker
 
     original = CPUStructuredOutputsWorker.apply_grammar_bitmask
     rows, ok = [], True

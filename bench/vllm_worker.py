@@ -110,7 +110,7 @@ class ThinkgateSide(_Side):
 
     def setup(self, msg: dict[str, Any]) -> dict[str, Any]:
         from thinkgate.structured_output import Constraint, StructuredOutputManager
-        from thinkgate.structured_output.constraints import DEFAULT_MAX_WHITESPACE
+        from thinkgate.structured_output.compilation.constraints import DEFAULT_MAX_WHITESPACE
 
         t0 = time.perf_counter()
         self.k = int(msg["drafts"])

@@ -52,7 +52,7 @@ from pathlib import Path
 
 import torch
 
-from . import cpu_build
+from thinkgate.kernels import cpu_build
 
 _SOURCE = Path(__file__).with_name(cpu_build.SOURCE)
 

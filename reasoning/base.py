@@ -42,7 +42,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar, Generic, Literal, Protocol, TypeVar
 
-from .vocabulary import Vocabulary
+from thinkgate.reasoning.vocabulary import Vocabulary
 
 __all__ = ["ReasoningEnd", "ReasoningSplit", "ReasoningParser", "ReasoningTracker", "ReasoningStream",
            "DeltaMessage", "StateTracker", "Stepper", "ENDED", "ending_ids_among", "checked_end", "truthy", "reasoning_excluded", "thinking_switch"]
@@ -141,7 +141,7 @@ class ReasoningTracker(ABC):
     def copy(self) -> ReasoningTracker:
         """An independent tracker in this tracker's state: advancing one leaves the other as it was.
         O(1) for the built-in families (their state is an immutable value). What an engine that rolls
-        back committed tokens keeps per token (SGLang's grammar objects: ``sglang_backend.py``)."""
+        back committed tokens keeps per token (SGLang's grammar objects: ``thinkgate/engines/sglang/backend.py``)."""
 
     @abstractmethod
     def keep_thinking_token_ids(self, after: Sequence[int] = ()) -> frozenset[int] | None:

@@ -11,8 +11,8 @@ and are content (the structural tags a constraint may start with). A false ``rea
 
 from __future__ import annotations
 
-from .markers import TokenMarkerParser
-from .registry import register_reasoning_parser
+from thinkgate.reasoning.markers import TokenMarkerParser
+from thinkgate.reasoning.registry import register_reasoning_parser
 
 __all__ = ["CohereCommandReasoningParser"]
 

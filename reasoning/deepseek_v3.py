@@ -10,8 +10,8 @@ as in non-thinking chat mode. ``<｜tool▁calls▁begin｜>`` while thinking en
 
 from __future__ import annotations
 
-from .markers import TokenMarkerParser
-from .registry import register_reasoning_parser
+from thinkgate.reasoning.markers import TokenMarkerParser
+from thinkgate.reasoning.registry import register_reasoning_parser
 
 __all__ = ["DeepSeekV3ReasoningParser"]
 

@@ -15,8 +15,8 @@ the last reasoning token; a tool parser reading the content sees ``｜DSML｜too
 
 from __future__ import annotations
 
-from .markers import TokenMarkerParser
-from .registry import register_reasoning_parser
+from thinkgate.reasoning.markers import TokenMarkerParser
+from thinkgate.reasoning.registry import register_reasoning_parser
 
 __all__ = ["DeepSeekV4ReasoningParser"]
 

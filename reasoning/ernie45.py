@@ -9,8 +9,8 @@ Turns start with ``<|im_start|>`` where the vocabulary has it.
 
 from __future__ import annotations
 
-from .markers import TokenMarkerParser
-from .registry import register_reasoning_parser
+from thinkgate.reasoning.markers import TokenMarkerParser
+from thinkgate.reasoning.registry import register_reasoning_parser
 
 __all__ = ["Ernie45ReasoningParser"]
 

@@ -10,8 +10,8 @@ token decides: ``<|channel>`` -> thinking, anything else -> the model skipped th
 
 from __future__ import annotations
 
-from .markers import TokenMarkerParser
-from .registry import register_reasoning_parser
+from thinkgate.reasoning.markers import TokenMarkerParser
+from thinkgate.reasoning.registry import register_reasoning_parser
 
 __all__ = ["Gemma4ReasoningParser"]
 

@@ -76,9 +76,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, NamedTuple
 
-from .base import (ENDED, DeltaMessage, ReasoningEnd, ReasoningParser, ReasoningSplit, ReasoningStream,
+from thinkgate.reasoning.base import (ENDED, DeltaMessage, ReasoningEnd, ReasoningParser, ReasoningSplit, ReasoningStream,
                    StateTracker, checked_end, ending_ids_among, reasoning_excluded)
-from .registry import register_reasoning_parser
+from thinkgate.reasoning.registry import register_reasoning_parser
 
 __all__ = ["GptOssReasoningParser", "GptOssTracker", "GptOssStream", "HarmonyEnd",
            "HARMONY_SPECIAL_TOKENS", "MAX_HEADER_BYTES", "parse_header"]

@@ -81,9 +81,9 @@ from bisect import bisect_right
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal, NamedTuple
 
-from .base import (ENDED, DeltaMessage, ReasoningEnd, ReasoningParser, ReasoningSplit, ReasoningStream,
+from thinkgate.reasoning.base import (ENDED, DeltaMessage, ReasoningEnd, ReasoningParser, ReasoningSplit, ReasoningStream,
                    StateTracker, checked_end, reasoning_excluded, thinking_switch)
-from .registry import register_reasoning_parser
+from thinkgate.reasoning.registry import register_reasoning_parser
 
 __all__ = ["GraniteReasoningParser", "GraniteTracker", "GraniteStream",
            "START_MARKERS", "END_MARKERS", "PENDING", "THINKING", "ENDED"]

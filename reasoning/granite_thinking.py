@@ -9,8 +9,8 @@ those newline tokens stay content (they were generated after the thinking ended)
 
 from __future__ import annotations
 
-from .markers import TokenMarkerParser
-from .registry import register_reasoning_parser
+from thinkgate.reasoning.markers import TokenMarkerParser
+from thinkgate.reasoning.registry import register_reasoning_parser
 
 __all__ = ["GraniteThinkingReasoningParser"]
 

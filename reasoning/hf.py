@@ -4,7 +4,7 @@ No fixed family: the thinking field of the checkpoint's response template (``rea
 ``tokenizer_config.json``, ``Vocabulary.response_template``) says what opens and closes the thinking, and
 its start anchors where the assistant message starts. thinkgate reads each of them as a control token of
 the vocabulary (plus the text a template writes after an opener, as Gemma 4's ``<|channel>thought\\n``), so
-the ids decide where the thinking ends, as for every :class:`~.markers.TokenMarkerParser` family.
+the ids decide where the thinking ends, as for every :class:`~thinkgate.reasoning.markers.TokenMarkerParser` family.
 
 What the template becomes (``template_markers``):
 
@@ -34,12 +34,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .base import ENDED
-from .markers import PENDING, TokenMarkerParser
-from .registry import register_reasoning_parser
-from .response_template import (CONTENT, THINKING, TOOL_CALLS, Delimiter, ResponseTemplate, response_template_of,
+from thinkgate.reasoning.base import ENDED
+from thinkgate.reasoning.markers import PENDING, TokenMarkerParser
+from thinkgate.reasoning.registry import register_reasoning_parser
+from thinkgate.reasoning.response_template import (CONTENT, THINKING, TOOL_CALLS, Delimiter, ResponseTemplate, response_template_of,
                                 split_group)
-from .vocabulary import Vocabulary
+from thinkgate.reasoning.vocabulary import Vocabulary
 
 __all__ = ["ResponseTemplateReasoningParser", "TemplateMarkers", "template_markers"]
 
@@ -154,7 +154,7 @@ class ResponseTemplateReasoningParser(TokenMarkerParser):
     per model like every family: ``ResponseTemplateReasoningParser(vocabulary, chat_template_kwargs,
     response_template=None)``; ``response_template`` overrides the vocabulary's (vLLM's parsers take
     the same keyword). The markers it reads are instance attributes, set before the token-marker
-    machinery resolves them, so everything else is :class:`~.markers.TokenMarkerParser`'s."""
+    machinery resolves them, so everything else is :class:`~thinkgate.reasoning.markers.TokenMarkerParser`'s."""
 
     thinking_kwargs = ("enable_thinking",)  # what vLLM's hf / beam read
 
@@ -182,7 +182,7 @@ class ResponseTemplateReasoningParser(TokenMarkerParser):
 
     def initial_state(self, prompt_token_ids: Sequence[int] = (),
                       chat_template_kwargs: Mapping[str, Any] | None = None) -> int:
-        """:class:`~.markers.TokenMarkerParser`'s rules, and one more, as vLLM reads a prefill: when the
+        """:class:`~thinkgate.reasoning.markers.TokenMarkerParser`'s rules, and one more, as vLLM reads a prefill: when the
         model would decide with its first token but the prompt already wrote text after the start anchor
         of the current message (an assistant prefill: the content has begun), the thinking has ended. Text
         that may still become the thinking's opener does not count. Reads only the current turn."""

@@ -8,8 +8,8 @@ ChatML (the current turn starts after the last ``<|im_start|>``).
 
 from __future__ import annotations
 
-from .markers import TokenMarkerParser
-from .registry import register_reasoning_parser
+from thinkgate.reasoning.markers import TokenMarkerParser
+from thinkgate.reasoning.registry import register_reasoning_parser
 
 __all__ = ["Holo2ReasoningParser"]
 

@@ -15,8 +15,8 @@ after the answer; a front end may strip it).
 
 from __future__ import annotations
 
-from .registry import register_reasoning_parser
-from .text_markers import TextMarkerParser
+from thinkgate.reasoning.registry import register_reasoning_parser
+from thinkgate.reasoning.text_markers import TextMarkerParser
 
 __all__ = ["HunyuanA13BReasoningParser"]
 

@@ -17,9 +17,9 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from .markers import TokenMarkerParser
-from .registry import register_reasoning_parser
-from .vocabulary import Vocabulary
+from thinkgate.reasoning.markers import TokenMarkerParser
+from thinkgate.reasoning.registry import register_reasoning_parser
+from thinkgate.reasoning.vocabulary import Vocabulary
 
 __all__ = ["HYV3ReasoningParser", "hunyuan_token_suffix"]
 

@@ -7,8 +7,8 @@ As :mod:`reasoning.hy_v3` (per-checkpoint suffixed ``<think…>`` markers read f
 
 from __future__ import annotations
 
-from .hy_v3 import HYV3ReasoningParser
-from .registry import register_reasoning_parser
+from thinkgate.reasoning.hy_v3 import HYV3ReasoningParser
+from thinkgate.reasoning.registry import register_reasoning_parser
 
 __all__ = ["HYV4ReasoningParser"]
 

@@ -12,8 +12,8 @@ reply, so the request starts thinking (undecided until its block kind, which is 
 
 from __future__ import annotations
 
-from .markers import TokenMarkerParser
-from .registry import register_reasoning_parser
+from thinkgate.reasoning.markers import TokenMarkerParser
+from thinkgate.reasoning.registry import register_reasoning_parser
 
 __all__ = ["InklingReasoningParser"]
 

@@ -10,8 +10,8 @@ it and is content (a tool call straight from the thinking).
 
 from __future__ import annotations
 
-from .markers import TokenMarkerParser
-from .registry import register_reasoning_parser
+from thinkgate.reasoning.markers import TokenMarkerParser
+from thinkgate.reasoning.registry import register_reasoning_parser
 
 __all__ = ["K2HorizonReasoningParser"]
 

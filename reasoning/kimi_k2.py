@@ -8,8 +8,8 @@ inside its thinking (a ``<think>`` it writes is dropped) and may call a tool wit
 
 from __future__ import annotations
 
-from .markers import TokenMarkerParser
-from .registry import register_reasoning_parser
+from thinkgate.reasoning.markers import TokenMarkerParser
+from thinkgate.reasoning.registry import register_reasoning_parser
 
 __all__ = ["KimiK2ReasoningParser"]
 

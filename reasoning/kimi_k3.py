@@ -15,8 +15,8 @@ own ``kimi_k3`` strips them only when the request has no tools).
 
 from __future__ import annotations
 
-from .registry import register_reasoning_parser
-from .token_sequences import TokenSequenceParser
+from thinkgate.reasoning.registry import register_reasoning_parser
+from thinkgate.reasoning.token_sequences import TokenSequenceParser
 
 __all__ = ["KimiK3ReasoningParser"]
 

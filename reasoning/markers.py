@@ -46,7 +46,7 @@ import codecs
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar, Literal
 
-from .base import (ENDED, DeltaMessage, ReasoningEnd, ReasoningParser, ReasoningSplit, ReasoningStream,
+from thinkgate.reasoning.base import (ENDED, DeltaMessage, ReasoningEnd, ReasoningParser, ReasoningSplit, ReasoningStream,
                    StateTracker, checked_end, ending_ids_among, reasoning_excluded, thinking_switch)
 
 __all__ = ["TokenMarkerParser", "TokenMarkerTracker", "TokenMarkerStream",

@@ -13,9 +13,9 @@ import codecs
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from .base import ENDED, DeltaMessage, ReasoningStream
-from .minimax_m2 import MiniMaxM2ReasoningParser
-from .registry import register_reasoning_parser
+from thinkgate.reasoning.base import ENDED, DeltaMessage, ReasoningStream
+from thinkgate.reasoning.minimax_m2 import MiniMaxM2ReasoningParser
+from thinkgate.reasoning.registry import register_reasoning_parser
 
 __all__ = ["MiniMaxM2AppendThinkReasoningParser"]
 

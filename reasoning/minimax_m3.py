@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from .markers import TokenMarkerParser
-from .registry import register_reasoning_parser
+from thinkgate.reasoning.markers import TokenMarkerParser
+from thinkgate.reasoning.registry import register_reasoning_parser
 
 __all__ = ["MiniMaxM3ReasoningParser"]
 

@@ -10,8 +10,8 @@ content. Build it with the ``magistral`` vocabulary (the tekken table with ``[TH
 
 from __future__ import annotations
 
-from .markers import TokenMarkerParser
-from .registry import register_reasoning_parser
+from thinkgate.reasoning.markers import TokenMarkerParser
+from thinkgate.reasoning.registry import register_reasoning_parser
 
 __all__ = ["MistralReasoningParser"]
 

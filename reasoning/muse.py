@@ -15,9 +15,9 @@ the vocabulary has them, else as text (``muse_parser.py``).
 
 from __future__ import annotations
 
-from .muse_channels import SPARK
-from .muse_parser import MuseChannelParser
-from .registry import register_reasoning_parser
+from thinkgate.reasoning.muse_channels import SPARK
+from thinkgate.reasoning.muse_parser import MuseChannelParser
+from thinkgate.reasoning.registry import register_reasoning_parser
 
 __all__ = ["MuseReasoningParser"]
 

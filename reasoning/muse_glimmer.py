@@ -8,9 +8,9 @@ are the answer (their ``<|message|>`` ends the reasoning); every other recipient
 
 from __future__ import annotations
 
-from .muse_channels import GLIMMER
-from .muse_parser import MuseChannelParser
-from .registry import register_reasoning_parser
+from thinkgate.reasoning.muse_channels import GLIMMER
+from thinkgate.reasoning.muse_parser import MuseChannelParser
+from thinkgate.reasoning.registry import register_reasoning_parser
 
 __all__ = ["MuseGlimmerReasoningParser"]
 

@@ -1,7 +1,7 @@
 """The reasoning parser of Muse's channel messages (``muse_channels.py`` has the rules), token by token.
 
 A family module (``muse.py``, ``muse_glimmer.py``) subclasses :class:`MuseChannelParser` and names its
-:class:`~.muse_channels.Recipients`.
+:class:`~thinkgate.reasoning.muse_channels.Recipients`.
 
 Where the reasoning ends (engine core)
 --------------------------------------
@@ -15,7 +15,7 @@ tool-call constraint spells the whole output (the ``muse`` tool formats cover th
 Markers that are special tokens of the vocabulary are matched by id; the others by their text, across
 tokens (a bounded tail is held: the longest marker's length minus one). A body's last word that may still
 become a header (``... to=weather.get`` before a ``<|message|>``) is held too, at most
-:data:`~.muse_channels.MAX_RECIPIENT_BYTES`: the tracker's state is a small immutable value
+:data:`~thinkgate.reasoning.muse_channels.MAX_RECIPIENT_BYTES`: the tracker's state is a small immutable value
 (:class:`Channel`), and a step costs O(its tokens) (a step with no marker in it: one join and a few C-level
 searches of its bytes).
 
@@ -50,9 +50,9 @@ import codecs
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar, NamedTuple, Protocol
 
-from .base import (ENDED, DeltaMessage, ReasoningEnd, ReasoningParser, ReasoningSplit, ReasoningStream,
+from thinkgate.reasoning.base import (ENDED, DeltaMessage, ReasoningEnd, ReasoningParser, ReasoningSplit, ReasoningStream,
                    StateTracker, checked_end, ending_ids_among, reasoning_excluded)
-from .muse_channels import (ANSWER, CONTENT, ENDING_KINDS, EOM, MARKERS, MESSAGE, REASONING, SPARK, START, Recipients,
+from thinkgate.reasoning.muse_channels import (ANSWER, CONTENT, ENDING_KINDS, EOM, MARKERS, MESSAGE, REASONING, SPARK, START, Recipients,
                             advance_word, header_of, read_messages, recipient_of)
 
 __all__ = ["MuseChannelParser", "MuseTracker", "MuseStream", "Channel"]
@@ -340,7 +340,7 @@ class MuseChannelParser(ReasoningParser):
         """``text`` is an output's text through the ``<|message|>`` at which its reasoning ended: the ids that open
         that message again (`` to=NAME<|message|>``, or a bare ``<|message|>``), for a reader that takes the output
         over after the end and must know whose body follows (an engine that hands the tool reader only the text
-        after the reasoning: ``vllm_plugin.py``)."""
+        after the reasoning: ``thinkgate/engines/vllm/reasoning_parsers.py``)."""
         i = text.rfind(MESSAGE)
         recipient = header_of(text[:i] if i >= 0 else text)[1]
         return self.vocabulary.encode(MESSAGE if recipient is None else f" to={recipient}{MESSAGE}")

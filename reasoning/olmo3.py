@@ -10,8 +10,8 @@ request with every token content. The token in which ``</think>`` completes ends
 
 from __future__ import annotations
 
-from .registry import register_reasoning_parser
-from .text_markers import TextMarkerParser
+from thinkgate.reasoning.registry import register_reasoning_parser
+from thinkgate.reasoning.text_markers import TextMarkerParser
 
 __all__ = ["Olmo3ReasoningParser"]
 

@@ -11,8 +11,8 @@ the tool parser; the grammar applies after it).
 
 from __future__ import annotations
 
-from .registry import register_reasoning_parser
-from .token_sequences import TokenSequenceParser
+from thinkgate.reasoning.registry import register_reasoning_parser
+from thinkgate.reasoning.token_sequences import TokenSequenceParser
 
 __all__ = ["Plamo3ReasoningParser"]
 

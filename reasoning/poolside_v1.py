@@ -9,8 +9,8 @@ every token is content; a ``<think>`` or ``</think>`` the template wrote in the 
 
 from __future__ import annotations
 
-from .markers import TokenMarkerParser
-from .registry import register_reasoning_parser
+from thinkgate.reasoning.markers import TokenMarkerParser
+from thinkgate.reasoning.registry import register_reasoning_parser
 
 __all__ = ["PoolsideV1ReasoningParser"]
 

@@ -21,7 +21,7 @@ import importlib
 import threading
 from collections.abc import Callable
 
-from .base import ReasoningParser
+from thinkgate.reasoning.base import ReasoningParser
 
 __all__ = ["register_reasoning_parser", "get_reasoning_parser", "list_reasoning_parsers",
            "load_reasoning_plugin"]

@@ -4,7 +4,7 @@ Where it comes from
 -------------------
 A checkpoint may ship a ``response_template`` object in its ``tokenizer_config.json``; transformers (5.x)
 keeps it as ``tokenizer.response_template`` (earlier versions leave it in ``tokenizer.init_kwargs``), and
-:class:`~.vocabulary.Vocabulary` carries it (``Vocabulary.response_template``; ``from_hf_tokenizer`` reads
+:class:`~thinkgate.reasoning.vocabulary.Vocabulary` carries it (``Vocabulary.response_template``; ``from_hf_tokenizer`` reads
 both places, as vLLM 0.34 does; ``Vocabulary.with_response_template`` attaches one by hand). vLLM 0.34's
 ``hf`` and ``beam`` parsers read their markers from it instead of a fixed family; thinkgate's families of
 those names do the same (``reasoning/hf.py``; the tool format in ``structured_output/tools/template.py``).

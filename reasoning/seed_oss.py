@@ -8,8 +8,8 @@ the request starts thinking, a ``<seed:think>`` the model writes is dropped, an 
 
 from __future__ import annotations
 
-from .markers import TokenMarkerParser
-from .registry import register_reasoning_parser
+from thinkgate.reasoning.markers import TokenMarkerParser
+from thinkgate.reasoning.registry import register_reasoning_parser
 
 __all__ = ["SeedOssReasoningParser"]
 

@@ -7,8 +7,8 @@ start with ``<|BOT|>`` where the vocabulary has it (otherwise the whole prompt i
 
 from __future__ import annotations
 
-from .markers import TokenMarkerParser
-from .registry import register_reasoning_parser
+from thinkgate.reasoning.markers import TokenMarkerParser
+from thinkgate.reasoning.registry import register_reasoning_parser
 
 __all__ = ["Step3ReasoningParser"]
 

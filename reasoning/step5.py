@@ -8,8 +8,8 @@ has them.
 
 from __future__ import annotations
 
-from .markers import TokenMarkerParser
-from .registry import register_reasoning_parser
+from thinkgate.reasoning.markers import TokenMarkerParser
+from thinkgate.reasoning.registry import register_reasoning_parser
 
 __all__ = ["Step5ReasoningParser"]
 

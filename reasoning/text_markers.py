@@ -29,9 +29,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal, NamedTuple
 
-from .base import (ENDED, DeltaMessage, ReasoningEnd, ReasoningParser, ReasoningSplit, ReasoningStream,
+from thinkgate.reasoning.base import (ENDED, DeltaMessage, ReasoningEnd, ReasoningParser, ReasoningSplit, ReasoningStream,
                    StateTracker, checked_end, reasoning_excluded, thinking_switch)
-from .markers import THINKING
+from thinkgate.reasoning.markers import THINKING
 
 __all__ = ["TextMarkerParser", "TextMarkerTracker", "TextMarkerStream"]
 

@@ -37,9 +37,9 @@ import codecs
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar, Literal, NamedTuple
 
-from .base import (ENDED, DeltaMessage, ReasoningEnd, ReasoningParser, ReasoningSplit, ReasoningStream,
+from thinkgate.reasoning.base import (ENDED, DeltaMessage, ReasoningEnd, ReasoningParser, ReasoningSplit, ReasoningStream,
                    StateTracker, checked_end, ending_ids_among, reasoning_excluded, thinking_switch)
-from .markers import THINKING
+from thinkgate.reasoning.markers import THINKING
 
 __all__ = ["TokenSequenceParser", "TokenSequenceTracker", "TokenSequenceStream", "Held"]
 

@@ -12,7 +12,7 @@ A :class:`Vocabulary` is the model's token table as the rest of thinkgate needs 
   larger (padding ids past ``vocab_size`` are never allowed);
 - ``response_template``: the checkpoint's ``response_template`` metadata (``tokenizer_config.json``;
   transformers keeps it as ``tokenizer.response_template``), or None. The template-reading families
-  (``hf``, ``beam``: :mod:`.response_template`) take their markers and call syntax from it.
+  (``hf``, ``beam``: :mod:`thinkgate.reasoning.response_template`) take their markers and call syntax from it.
 
 It lives in ``reasoning`` because that is the lowest layer that needs it (``structured_output`` uses
 ``reasoning``, never the reverse); ``structured_output`` re-exports it.
@@ -20,12 +20,12 @@ It lives in ``reasoning`` because that is the lowest layer that needs it (``stru
 Three modules, one idea each:
 
 - this one: the token table (:class:`Vocabulary`);
-- :mod:`.vocabulary_adapters`: building a table from each tokenizer source (a ``transformers``
+- :mod:`thinkgate.reasoning.vocabulary_adapters`: building a table from each tokenizer source (a ``transformers``
   tokenizer, an HF ``tokenizer.json``, a tiktoken ranks file, Mistral's tekken JSON) and the byte-level
   decoding helpers; reached through :meth:`Vocabulary.from_hf_tokenizer`,
   :meth:`Vocabulary.from_tokenizer_json`, :meth:`Vocabulary.from_tiktoken`, :meth:`Vocabulary.from_tekken`
   and :meth:`Vocabulary.coerce`;
-- :mod:`.vocabularies`: the offline real vocabularies by short name (:func:`load_vocabulary`,
+- :mod:`thinkgate.reasoning.offline_vocabularies`: the offline real vocabularies by short name (:func:`load_vocabulary`,
   ``VOCABULARY_NAMES``), re-exported here.
 
 A tiny synthetic vocabulary for unit tests and benchmarks is ``thinkgate.testing.byte_level_vocabulary``
@@ -67,7 +67,7 @@ class Vocabulary:
     response_template:
         The checkpoint's ``response_template`` metadata (a JSON object: ``fields``, ``start_anchor``
         ...), kept as given (a deep copy); None when the checkpoint has none. Read by the
-        template-reading families only (:mod:`.response_template` validates it when they are built).
+        template-reading families only (:mod:`thinkgate.reasoning.response_template` validates it when they are built).
     """
 
     def __init__(
@@ -173,7 +173,7 @@ class Vocabulary:
                       stop_tokens: Sequence[str], logits_width: int | None = None,
                       name: str | None = None) -> Vocabulary:
         """A tiktoken-style ranks file (``base64 rank`` per line, as Qwen ships) plus its specials."""
-        from .vocabulary_adapters import from_tiktoken
+        from thinkgate.reasoning.vocabulary_adapters import from_tiktoken
 
         return from_tiktoken(path, special_tokens, pattern=pattern, stop_tokens=stop_tokens,
                              logits_width=logits_width, name=name)
@@ -181,8 +181,8 @@ class Vocabulary:
     @classmethod
     def from_tekken(cls, path: str | Path, *, special_names: Mapping[int, str] | None = None,
                     logits_width: int | None = None, name: str | None = None) -> Vocabulary:
-        """Mistral's tekken JSON (see :func:`.vocabulary_adapters.from_tekken`)."""
-        from .vocabulary_adapters import from_tekken
+        """Mistral's tekken JSON (see :func:`thinkgate.reasoning.vocabulary_adapters.from_tekken`)."""
+        from thinkgate.reasoning.vocabulary_adapters import from_tekken
 
         return from_tekken(path, special_names=special_names, logits_width=logits_width, name=name)
 
@@ -192,7 +192,7 @@ class Vocabulary:
                             name: str | None = None) -> Vocabulary:
         """A Hugging Face ``tokenizer.json`` (byte-level BPE or sentencepiece-style), loaded with the
         ``tokenizers`` library (no model hub)."""
-        from .vocabulary_adapters import from_tokenizer_json
+        from thinkgate.reasoning.vocabulary_adapters import from_tokenizer_json
 
         return from_tokenizer_json(path, stop_tokens=stop_tokens, bos_token=bos_token,
                                    logits_width=logits_width, name=name)
@@ -202,7 +202,7 @@ class Vocabulary:
                           name: str | None = None) -> Vocabulary:
         """A ``transformers`` tokenizer (fast or slow). Added tokens are the control tokens; eos is the
         stop token."""
-        from .vocabulary_adapters import from_hf_tokenizer
+        from thinkgate.reasoning.vocabulary_adapters import from_hf_tokenizer
 
         return from_hf_tokenizer(tokenizer, logits_width=logits_width, name=name)
 
@@ -211,10 +211,10 @@ class Vocabulary:
         """A Vocabulary from a Vocabulary, a short name, or a ``transformers`` tokenizer."""
         if isinstance(obj, Vocabulary):
             return obj
-        from .vocabulary_adapters import coerce
+        from thinkgate.reasoning.vocabulary_adapters import coerce
 
         return coerce(obj)
 
 
 # the named offline vocabularies, re-exported (that module needs Vocabulary defined first)
-from .vocabularies import VOCABULARY_NAMES, VocabularyName, load_vocabulary  # noqa: E402
+from thinkgate.reasoning.offline_vocabularies import VOCABULARY_NAMES, VocabularyName, load_vocabulary  # noqa: E402

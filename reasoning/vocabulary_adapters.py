@@ -1,4 +1,4 @@
-"""Vocabulary adapters: a :class:`~.vocabulary.Vocabulary` from each tokenizer source.
+"""Vocabulary adapters: a :class:`~thinkgate.reasoning.vocabulary.Vocabulary` from each tokenizer source.
 
 - :func:`from_hf_tokenizer`: a ``transformers`` tokenizer (fast or slow);
 - :func:`from_tokenizer_json`: an HF ``tokenizer.json`` file, via ``tokenizers``;
@@ -22,7 +22,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from .vocabulary import Vocabulary
+from thinkgate.reasoning.vocabulary import Vocabulary
 
 __all__ = ["from_tiktoken", "from_tekken", "from_tokenizer_json", "from_hf_tokenizer", "hf_response_template", "coerce"]
 
@@ -170,7 +170,7 @@ def coerce(obj: Any) -> Vocabulary:
     if isinstance(obj, Vocabulary):
         return obj
     if isinstance(obj, str):
-        from .vocabularies import load_vocabulary
+        from thinkgate.reasoning.offline_vocabularies import load_vocabulary
 
         return load_vocabulary(obj)  # type: ignore[arg-type]
     if hasattr(obj, "get_vocab") and hasattr(obj, "encode"):

@@ -18,13 +18,13 @@ See :class:`StructuredOutputManager` for lifetimes, thread-safety and the step p
 
 from thinkgate.reasoning.vocabulary import Vocabulary, load_vocabulary
 
-from .compiler import CompiledConstraint, Compiler, CompilerStats
-from .constraints import Constraint, ConstraintKind
-from .parse_request import RequestParser
-from .parse_result import ParseResult, StreamEnd
-from .parser import Parser
-from .manager import AcceptResult, BitmaskBatch, RequestStatus, ScheduleEntry, StructuredOutputManager
-from .overlap import PendingBitmask
+from .compilation.compiler import CompiledConstraint, Compiler, CompilerStats
+from .compilation.constraints import Constraint, ConstraintKind
+from .frontend.parse_request import RequestParser
+from .frontend.parse_result import ParseResult, StreamEnd
+from .frontend.parser import Parser
+from .step.manager import AcceptResult, BitmaskBatch, RequestStatus, ScheduleEntry, StructuredOutputManager
+from .step.overlap import PendingBitmask
 from .tools import (ToolCall, ToolCallsResult, ToolReader, ToolRequest, build_tool_constraint, get_tool_format,
                     get_tool_reader, list_tool_formats, normalize_tool_request, register_tool_format)
 

@@ -22,7 +22,7 @@ import sys  # noqa: E402
 import weakref  # noqa: E402
 
 from thinkgate.reasoning.vocabulary import Vocabulary, load_vocabulary  # noqa: E402
-from thinkgate.structured_output.compiler import Compiler  # noqa: E402
+from thinkgate.structured_output.compilation.compiler import Compiler  # noqa: E402
 from thinkgate.testing.vocabularies import byte_level_vocabulary  # noqa: E402
 
 # --------------------------------------------------------------------------------------------------

@@ -13,7 +13,7 @@ import xgrammar as xgr
 from thinkgate.testing.vocabularies import byte_level_vocabulary
 from thinkgate.reasoning import Vocabulary
 from thinkgate.structured_output import Compiler, Constraint, StructuredOutputManager
-from thinkgate.structured_output.compiler import control_token_bytes, xgrammar_message
+from thinkgate.structured_output.compilation.compiler import control_token_bytes, xgrammar_message
 
 
 @pytest.fixture(scope="module")

@@ -32,8 +32,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from thinkgate.structured_output import Compiler, Constraint, RequestStatus, StructuredOutputManager
-from thinkgate.structured_output.constraints import MAX_NESTING_DEPTH
-from thinkgate.structured_output.schema_support import new_matcher
+from thinkgate.structured_output.compilation.constraints import MAX_NESTING_DEPTH
+from thinkgate.structured_output.compilation.schema_support import new_matcher
 
 SCHEMA = {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "string"}},
           "required": ["a"]}

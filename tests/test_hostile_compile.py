@@ -14,7 +14,7 @@ import pytest
 import xgrammar as xgr
 
 from thinkgate.structured_output import Compiler, Constraint, StructuredOutputManager
-from thinkgate.structured_output.constraints import MAX_NESTING_DEPTH
+from thinkgate.structured_output.compilation.constraints import MAX_NESTING_DEPTH
 
 
 def hostile(i: int = 0) -> Constraint:

@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 
 from thinkgate.reasoning import get_reasoning_parser
 from thinkgate.structured_output import Compiler, Constraint, RequestStatus, StructuredOutputManager
-from thinkgate.structured_output.schema_support import new_matcher
+from thinkgate.structured_output.compilation.schema_support import new_matcher
 
 SCHEMA = {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "string"}},
           "required": ["a"]}

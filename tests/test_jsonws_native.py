@@ -1,5 +1,5 @@
-"""The C lexer of the JSON whitespace bound (``structured_output/jsonws.c``) against its pure-Python
-reference (``jsonws_ref.py``): the same states, answers and rows on random token streams of the real
+"""The C lexer of the JSON whitespace bound (``structured_output/compilation/jsonws/lexer.c``) against its pure-Python
+reference (``jsonws/lexer_ref.py``): the same states, answers and rows on random token streams of the real
 vocabularies (valid JSON walks with long whitespace runs, random foreign tokens, drafts and rollback),
 the same errors for misuse, and the manager giving the same rows with either."""
 
@@ -15,10 +15,12 @@ import pytest
 import torch
 import xgrammar as xgr
 
-from thinkgate.structured_output import Compiler, Constraint, StructuredOutputManager, jsonws, jsonws_ref
-from thinkgate.structured_output.whitespace import WhitespaceLexicon
+from thinkgate.structured_output import Compiler, Constraint, StructuredOutputManager
+from thinkgate.structured_output.compilation.jsonws import lexer as jsonws
+from thinkgate.structured_output.compilation.jsonws import lexer_ref as jsonws_ref
+from thinkgate.structured_output.compilation.jsonws.bound import WhitespaceLexicon
 
-_native = pytest.importorskip("thinkgate.structured_output._jsonws", reason="the C extension is not built")
+_native = pytest.importorskip("thinkgate.structured_output.compilation.jsonws._lexer", reason="the C extension is not built")
 
 SCHEMA = {"type": "object", "properties": {
     "name": {"type": "string"}, "tags": {"type": "array", "items": {"type": "string"}},
@@ -263,7 +265,7 @@ def test_missing_extension_warns_once(qwen_vocab, monkeypatch):
     monkeypatch.setattr(jsonws, "_warned", False)
     lexicon = WhitespaceLexicon.of(qwen_vocab)
     with pytest.warns(RuntimeWarning, match="_jsonws is not built"):
-        from thinkgate.structured_output.whitespace import WhitespaceBound
+        from thinkgate.structured_output.compilation.jsonws.bound import WhitespaceBound
 
         WhitespaceBound(lexicon, 5)
     import warnings

@@ -21,7 +21,7 @@ from support import ANCHOR, EXAMPLES, FAMILIES, TOOLS, vocab
 
 from thinkgate.testing.workload import REGEXES, SCHEMAS
 from thinkgate.structured_output import Constraint, RequestStatus, StructuredOutputManager
-from thinkgate.structured_output.jump_forward import single_token
+from thinkgate.structured_output.step.jump_forward import single_token
 from thinkgate.structured_output.tools import build_tool_constraint
 
 MAX = 6  # max_tokens per call in these tests (and the drafts that check them)

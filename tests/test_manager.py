@@ -31,7 +31,7 @@ import xgrammar as xgr
 from thinkgate.reasoning import get_reasoning_parser
 from thinkgate.structured_output import (AcceptResult, BitmaskBatch, Compiler, Constraint, RequestStatus,
                                StructuredOutputManager)
-from thinkgate.structured_output.whitespace import BoundedMatcher
+from thinkgate.structured_output.compilation.jsonws.bound import BoundedMatcher
 
 SCHEMA = {
     "type": "object",
@@ -729,7 +729,7 @@ def _reference_rows(vocab, compiled_by_rid, committed, schedule, base_rows):
     import torch
     buf = torch.empty((1, words), dtype=torch.int32)
     for (rid, drafts), base in zip(schedule, base_rows):
-        c = compiled_by_rid[rid]  # a JSON whitespace bound is enforced beside the grammar (whitespace.py)
+        c = compiled_by_rid[rid]  # a JSON whitespace bound is enforced beside the grammar (jsonws/bound.py)
         m = xgr.GrammarMatcher(c.grammar) if c.whitespace is None else BoundedMatcher(c.grammar, c.whitespace)
         for t in committed[rid]:
             assert m.accept_token(t)

@@ -22,7 +22,7 @@ from thinkgate.testing.vocabularies import byte_level_vocabulary, synthetic_voca
 from thinkgate.reasoning import get_reasoning_parser, load_vocabulary
 from thinkgate.reasoning.muse_channels import MAX_RECIPIENT_BYTES
 from thinkgate.structured_output import Parser, StructuredOutputManager
-from thinkgate.structured_output.constraints import Constraint
+from thinkgate.structured_output.compilation.constraints import Constraint
 from thinkgate.structured_output.tools import ToolReader, build_tool_constraint, get_tool_format, get_tool_reader
 
 NAMES = ("muse", "muse_glimmer")

@@ -18,7 +18,7 @@ ALLOWED = {  # the subpackages each may import (dependencies point one way)
     "reasoning": set(),
     "kernels": set(),
     "structured_output": {"reasoning"},
-    "thinkgate": {"reasoning", "structured_output", "kernels", "testing"},
+    "thinkgate": {"reasoning", "structured_output", "kernels", "testing", "engines"},
 }
 
 
@@ -66,6 +66,65 @@ def test_dependencies_point_one_way():
     assert not bad, bad
 
 
+def _room(path: Path) -> str | None:
+    """The room a source file belongs to: ``structured_output/<room>/`` (its top-level modules are the
+    package's re-exports), ``thinkgate/<room>/``, or the top-level folder."""
+    rel = path.relative_to(ROOT).parts
+    if rel[0] in ("structured_output", "thinkgate"):
+        return f"{rel[0]}.{rel[1]}" if len(rel) > 2 else None
+    return rel[0]
+
+
+def _room_of_module(module: str) -> str | None:
+    parts = module.split(".")
+    if parts[0] != "thinkgate" or len(parts) < 2:
+        return None
+    if parts[1] == "structured_output":
+        return f"structured_output.{parts[2]}" if len(parts) > 3 else None
+    if parts[1] in ("reasoning", "kernels"):
+        return parts[1]
+    return f"thinkgate.{parts[1]}" if parts[1] in ("engines", "testing") else None
+
+
+def test_rooms_import_no_cycle():
+    """The rooms (compile, step, tools, front end inside ``structured_output/``; reasoning; kernels; engine
+    glue; the testing kit) import each other without a cycle, lazy imports included."""
+    edges: dict[str, set[str]] = {}
+    for p in _python_files(*PRODUCT):
+        room = _room(p)
+        if room is None:
+            continue
+        for m in _imports(p):
+            other = _room_of_module(m)
+            if other is not None and other != room:
+                edges.setdefault(room, set()).add(other)
+    assert edges["structured_output.step"] >= {"structured_output.compilation"}, edges
+
+    def cycle_from(start: str, path: list[str]) -> list[str] | None:
+        for nxt in sorted(edges.get(path[-1], ())):
+            if nxt == start:
+                return [*path, nxt]
+            if nxt not in path:
+                found = cycle_from(start, [*path, nxt])
+                if found:
+                    return found
+        return None
+
+    cycles = [c for r in sorted(edges) if (c := cycle_from(r, [r]))]
+    assert not cycles, cycles
+
+
+ENGINES = ("vllm", "sglang")
+
+
+def test_only_the_engine_glue_imports_an_engine():
+    """vLLM and SGLang are imported in ``thinkgate/engines/`` alone (lazy imports included)."""
+    bad = [f"{p.relative_to(ROOT)} imports {m}" for p in _python_files(*PRODUCT)
+           if "engines" not in p.relative_to(ROOT).parts
+           for m in _imports(p) if m.split(".")[0] in ENGINES]
+    assert not bad, bad
+
+
 def test_only_the_library_subpackages_stay_off_the_testing_kit():
     """``thinkgate.testing`` is for tests and benchmarks: no library subpackage imports it."""
     bad = [f"{p.relative_to(ROOT)} imports {m}" for p in _python_files("reasoning", "kernels", "structured_output")
@@ -91,12 +150,16 @@ def test_wheel_holds_one_namespace_and_the_prebuilt_kernel(tmp_path):
     names = zipfile.ZipFile(wheel).namelist()
     tops = {n.split("/")[0] for n in names}
     assert tops == {"thinkgate", next(t for t in tops if t.endswith(".dist-info"))}, tops
-    for expected in ("thinkgate/__init__.py", "thinkgate/reasoning/qwen3.py", "thinkgate/structured_output/manager.py",
+    for expected in ("thinkgate/__init__.py", "thinkgate/reasoning/qwen3.py", "thinkgate/structured_output/step/manager.py",
                      "thinkgate/structured_output/tools/__init__.py", "thinkgate/kernels/cpu_bitmask.c",
-                     "thinkgate/kernels/py.typed", "thinkgate/py.typed", "thinkgate/testing/streams.py"):
+                     "thinkgate/kernels/py.typed", "thinkgate/py.typed", "thinkgate/testing/streams.py",
+                     "thinkgate/structured_output/compilation/compiler.py",
+                     "thinkgate/structured_output/compilation/jsonws/bound.py",
+                     "thinkgate/structured_output/frontend/parser.py", "thinkgate/engines/vllm/plugin.py",
+                     "thinkgate/engines/sglang/backend.py"):
         assert expected in names, expected
     assert any(n.startswith("thinkgate/kernels/_cpu_bitmask") and n.endswith(".so") for n in names), names
-    assert any(n.startswith("thinkgate/structured_output/_jsonws") and n.endswith(".so") for n in names), names
+    assert any(n.startswith("thinkgate/structured_output/compilation/jsonws/_lexer") and n.endswith(".so") for n in names), names
     assert not any("/bench/" in n or "/tests/" in n for n in names)
 
 

@@ -35,7 +35,7 @@ from support import (EXAMPLES, FAMILIES, JSON_PAIRINGS, JSON_STYLES, PAIRINGS, T
 from template_render import RENDERERS, render
 
 from thinkgate.structured_output import Parser
-from thinkgate.structured_output.parse_request import RequestParser
+from thinkgate.structured_output.frontend.parse_request import RequestParser
 from thinkgate.structured_output.tools import MarkedDecoder, get_tool_reader
 
 # formats whose arguments stream before the call ends (all; Gemma 4's for tools whose objects declare their

@@ -23,7 +23,7 @@ from support import EXAMPLES, FAMILIES, PAIRINGS, TOOLS, parser_for, request_for
 from template_render import RENDERERS, render
 
 from thinkgate.structured_output import Parser, ParseResult
-from thinkgate.structured_output.parse_request import RequestParser
+from thinkgate.structured_output.frontend.parse_request import RequestParser
 
 def streamed(req: RequestParser, ids: Sequence[int], cuts: Sequence[int], give_text: bool,
              finish_reason: str = "stop") -> tuple[str, str, list[dict[str, Any]], str, dict[str, Any],

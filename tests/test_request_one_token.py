@@ -16,7 +16,7 @@ import torch
 
 from thinkgate.reasoning import get_reasoning_parser
 from thinkgate.structured_output import Compiler, Constraint, RequestStatus, StructuredOutputManager
-from thinkgate.structured_output.request import RequestContext, StructuredRequest
+from thinkgate.structured_output.step.request import RequestContext, StructuredRequest
 
 SCHEMA = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"],
           "additionalProperties": False}

@@ -32,7 +32,7 @@ from thinkgate.reasoning.vocabulary import Vocabulary
 from thinkgate.reasoning.vocabulary_adapters import hf_response_template
 from thinkgate.structured_output import Constraint, Parser, StructuredOutputManager
 from thinkgate.structured_output.tools import build_tool_constraint, get_tool_format, get_tool_reader
-from thinkgate.structured_output.request import RequestStatus
+from thinkgate.structured_output.step.request import RequestStatus
 
 # Gemma 4's response template (its instruction checkpoints' tokenizer_config.json, as vLLM's test holds it)
 GEMMA4 = GEMMA4_RESPONSE_TEMPLATE

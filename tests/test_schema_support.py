@@ -1,4 +1,4 @@
-"""JSON-schema keyword support (structured_output/schema_support.py).
+"""JSON-schema keyword support (structured_output/compilation/schema_support.py).
 
 1. Every keyword of group 1 (GRAMMAR_ENFORCED) really is enforced by xgrammar's grammar, built the
    way the compiler builds it: a valid instance is accepted, a violating one rejected. An xgrammar that
@@ -22,7 +22,7 @@ from xgrammar.testing import _is_grammar_accept_string
 
 from thinkgate.reasoning import get_reasoning_parser
 from thinkgate.structured_output import Compiler, Constraint, RequestStatus, StructuredOutputManager
-from thinkgate.structured_output import schema_support as ss
+from thinkgate.structured_output.compilation import schema_support as ss
 
 CLOSED = ("<|im_start|>system\nYou answer in JSON.<|im_end|>\n<|im_start|>user\nWho?<|im_end|>\n"
           "<|im_start|>assistant\n<think>\n\n</think>\n\n")

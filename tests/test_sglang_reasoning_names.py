@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from thinkgate.reasoning import get_reasoning_parser, list_reasoning_parsers
-from thinkgate.structured_output.sglang_names import SGLANG_REASONING_PARSERS, SGLANG_UNSERVED, thinkgate_family
+from thinkgate.engines.sglang.names import SGLANG_REASONING_PARSERS, SGLANG_UNSERVED, thinkgate_family
 
 SGLANG_0_5_23_NAMES = frozenset({
     "apertus2509", "beam", "cohere_command4", "deepseek-r1", "deepseek-v3", "deepseek-v4", "deepseek-v41", "dots",

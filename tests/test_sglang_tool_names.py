@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from thinkgate.structured_output.sglang_tool_names import (SGLANG_TOOL_PARSERS, SGLANG_TOOL_UNSERVED,
+from thinkgate.engines.sglang.tool_names import (SGLANG_TOOL_PARSERS, SGLANG_TOOL_UNSERVED,
                                                            sglang_tool_coverage, thinkgate_tool_format)
 from thinkgate.structured_output.tools import get_tool_format
 

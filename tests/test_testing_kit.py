@@ -74,12 +74,12 @@ class _Disagreeing:
     def grammar_bitmask(self, schedule):
         import torch
 
-        from thinkgate.structured_output.manager import BitmaskBatch
+        from thinkgate.structured_output.step.manager import BitmaskBatch
         return BitmaskBatch(bitmask=torch.full((1, 1), -1, dtype=torch.int32), logits_indices=torch.zeros(1),
                             request_ids=list(schedule), num_logits_rows=1)
 
     def accept_tokens(self, rid, ids):
-        from thinkgate.structured_output.manager import AcceptResult
+        from thinkgate.structured_output.step.manager import AcceptResult
         return AcceptResult("error", "rejected") if ids == [7] else AcceptResult("ok")
 
 

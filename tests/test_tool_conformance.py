@@ -382,7 +382,7 @@ COMPILE_TIMEOUT_S = 600.0
 
 @closing_cache(keep=3)
 def manager(vocab_name: str, parser: str | None):
-    from thinkgate.structured_output.manager import StructuredOutputManager
+    from thinkgate.structured_output.step.manager import StructuredOutputManager
     return StructuredOutputManager(vocab(vocab_name), parser, max_num_seqs=2, num_compile_threads=1,
                                    compile_timeout_s=COMPILE_TIMEOUT_S)
 

@@ -57,7 +57,7 @@ def test_every_name_of_the_group_is_a_format_and_a_vllm_plugin_name() -> None:
     assert set(GROUP) | {"llama4_json"} <= names
     assert get_tool_format("llama4_json") is get_tool_format("llama3_json")
     pytest.importorskip("vllm", reason="the vLLM plugin registers in the vLLM environment (integration tests)")
-    from thinkgate.structured_output.vllm_tool_plugin import register_vllm_tool_parsers
+    from thinkgate.engines.vllm.tool_parsers import register_vllm_tool_parsers
     registered = register_vllm_tool_parsers([*GROUP, "llama4_json"])
     assert set(registered) == {f"thinkgate_{n}" for n in [*GROUP, "llama4_json"]}
 

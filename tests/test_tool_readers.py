@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from thinkgate.testing.vocabularies import format_vocabulary
-from thinkgate.structured_output.compiler import Compiler
+from thinkgate.structured_output.compilation.compiler import Compiler
 from thinkgate.structured_output.tools import build_tool_constraint, get_tool_reader
 
 NOTE = {"type": "function", "function": {"name": "note", "parameters": {

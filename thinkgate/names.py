@@ -2,7 +2,7 @@
 
 vLLM picks a reasoning parser with ``--reasoning-parser NAME`` and a tool parser with
 ``--tool-call-parser NAME``; thinkgate's plugins register each of its names as ``thinkgate_NAME``
-(``reasoning/vllm_plugin.py``, ``structured_output/vllm_tool_plugin.py``). The two tuples below are
+(``thinkgate/engines/vllm/reasoning_parsers.py``, ``thinkgate/engines/vllm/tool_parsers.py``). The two tuples below are
 vLLM 0.34.0's own registries (``vllm/reasoning/__init__.py`` and ``vllm/tool_parsers/__init__.py``,
 read from the wheel; ``tests/integration`` checks them against the installed vLLM), so that a test
 without vLLM can check that every one of them is served.

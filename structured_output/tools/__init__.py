@@ -16,7 +16,7 @@ deepseek_v3, deepseek_v31, deepseek_v32, deepseek_v4, kimi_k2, glm47, minimax_m2
 tool-parser names (``docs/names.md`` lists every name with its syntax and markers; ``python -m
 thinkgate.names`` prints it). Each is one declarative definition from which
 both its constraint and its reader are built: the table is ``formats.py``, the machinery that builds
-them ``engine.py``; harmony (``harmony.py``), json (``json_calls.py``) and inkling (``inkling.py``: typed blocks)
+them ``call_format.py``; harmony (``harmony.py``), json (``json_calls.py``) and inkling (``inkling.py``: typed blocks)
 are classes of their own.
 """
 
@@ -27,8 +27,8 @@ from typing import Any
 
 from thinkgate.reasoning.vocabulary import Vocabulary
 
-from ..constraints import Constraint
-from .engine import DEFAULT_TOOL_MAX_WHITESPACE, CallFormat, ToolFormat
+from ..compilation.constraints import Constraint
+from .call_format import DEFAULT_TOOL_MAX_WHITESPACE, CallFormat, ToolFormat
 from .formats import get_tool_format, list_tool_formats, register_tool_format
 from .harmony import HarmonyFormat
 from .json_calls import JsonCallsFormat

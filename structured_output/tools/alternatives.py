@@ -1,7 +1,7 @@
 """One tool-parser name, several call syntaxes of one family's generations (GigaChat 3 writes
 ``function call<|role_sep|>\\n{...}``, GigaChat 3.1 ``<|function_call|>{...}``; vLLM's ``gigachat3`` reads both).
 
-:class:`AlternativeFormats` is a format made of others (each usually a :class:`~.engine.CallFormat`):
+:class:`AlternativeFormats` is a format made of others (each usually a :class:`~.call_format.CallFormat`):
 
 - the constraint is the first alternative's whose markers are all control tokens of the vocabulary
   (the model's own generation: its vocabulary has its markers); without a vocabulary, the first one;
@@ -20,7 +20,7 @@ from typing import Any
 
 from thinkgate.reasoning.vocabulary import Vocabulary
 
-from .engine import DEFAULT_TOOL_MAX_WHITESPACE, ToolFormat
+from .call_format import DEFAULT_TOOL_MAX_WHITESPACE, ToolFormat
 from .marked import MarkedText
 from .policy import CallPolicy
 from .request import ToolRequest

@@ -1,4 +1,4 @@
-"""The streaming reader of a :class:`~.engine.CallFormat`: the whole reader's loop, run as text arrives.
+"""The streaming reader of a :class:`~.call_format.CallFormat`: the whole reader's loop, run as text arrives.
 
 The whole reader (``CallFormat.read_marked``) walks the output once: find the trigger (the first marker of
 the call syntax), read a block there (``_read_block``: a call, or a section of calls), keep its calls that
@@ -49,12 +49,12 @@ from .stream import ContentGate, ToolStream, ToolStreamDelta
 from .tool_table import ToolTable
 
 if TYPE_CHECKING:
-    from .engine import CallFormat
+    from .call_format import CallFormat
 
 __all__ = ["CallFormatStream"]
 
 class CallFormatStream(ToolStream):
-    """One request's streaming reader for a :class:`~.engine.CallFormat` (see the module docstring)."""
+    """One request's streaming reader for a :class:`~.call_format.CallFormat` (see the module docstring)."""
 
     def __init__(self, fmt: CallFormat, request: ToolRequest, policy: CallPolicy, vocabulary: Vocabulary, *,
                  stream_arguments: bool = False) -> None:

@@ -1,8 +1,8 @@
 """The table of tool-call formats: one declarative definition per model family, and the registry.
 
-This is the file to edit for a new model family: a :class:`~.engine.CallFormat` of literals of the
-model's own call syntax (see ``engine.py``) usually suffices; a format it cannot express is a
-:class:`~.engine.ToolFormat` class of its own (``harmony.py``, ``json_calls.py``).
+This is the file to edit for a new model family: a :class:`~.call_format.CallFormat` of literals of the
+model's own call syntax (see ``call_format.py``) usually suffices; a format it cannot express is a
+:class:`~.call_format.ToolFormat` class of its own (``harmony.py``, ``json_calls.py``).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from .args import GemmaArgs, JsonArgs, XmlArgs
 from .call_ids import WrittenCallId, mistral_call_id
 from .dsml import DsmlArgs
 from .elements import ElementArgs
-from .engine import CallFormat, ToolFormat
+from .call_format import CallFormat, ToolFormat
 from .harmony import HarmonyFormat
 from .inkling import InklingFormat
 from .json_calls import JsonCallsFormat

@@ -11,7 +11,7 @@ from typing import Any
 from thinkgate.reasoning.vocabulary import Vocabulary
 
 from .args import JsonArgs
-from .engine import DEFAULT_TOOL_MAX_WHITESPACE, ToolFormat, join_content
+from .call_format import DEFAULT_TOOL_MAX_WHITESPACE, ToolFormat, join_content
 from .harmony_stream import HarmonyStream
 from .marked import MarkedText, json_depth_ok
 from .policy import CallPolicy

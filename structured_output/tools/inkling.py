@@ -45,7 +45,7 @@ from typing import Any
 from thinkgate.reasoning.vocabulary import Vocabulary
 
 from .args import JsonArgs
-from .engine import DEFAULT_TOOL_MAX_WHITESPACE, LEAD_WHITESPACE, ToolFormat
+from .call_format import DEFAULT_TOOL_MAX_WHITESPACE, LEAD_WHITESPACE, ToolFormat
 from .marked import MAX_ARGUMENT_DEPTH, MarkedText, json_depth_ok
 from .policy import CallPolicy
 from .request import ToolRequest, ToolSpec

@@ -10,9 +10,9 @@ from typing import Any, ClassVar
 
 from thinkgate.reasoning.vocabulary import Vocabulary
 
-from ..constraints import Constraint
+from ..compilation.constraints import Constraint
 from .args import _DECODER, _skip_ws
-from .engine import DEFAULT_TOOL_MAX_WHITESPACE, ToolFormat
+from .call_format import DEFAULT_TOOL_MAX_WHITESPACE, ToolFormat
 from .marked import MAX_ARGUMENT_DEPTH, MarkedText, json_depth_ok
 from .policy import CallPolicy
 from .request import ToolRequest, tool_calls_json_schema

@@ -44,7 +44,7 @@ from .results import ToolCall, new_call_id
 from .stream import EMPTY, ToolStream, ToolStreamDelta
 
 if TYPE_CHECKING:
-    from .engine import ToolFormat
+    from .call_format import ToolFormat
 
 __all__ = ["JsonCallsStream"]
 

@@ -24,6 +24,7 @@ import json
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from ..compilation.constraints import OUTPUT_CHECKS
 from .marked import MarkedText
 from .policy import CallPolicy, duplicate_keys, validator_for
 from .request import ToolRequest, ToolSpec
@@ -136,3 +137,6 @@ class KeysCheck:
         """:meth:`problem` of the output's token ids (stop tokens left out), read at its control tokens."""
         ids = [t for t in tokens if t not in stop_ids]
         return self.problem(MarkedText.from_ids(ids, vocabulary))
+
+
+OUTPUT_CHECKS["keys_check"] = KeysCheck  # a structural tag's keys_check option names this check

@@ -1,4 +1,4 @@
-"""A held call block of a :class:`~.engine.CallFormat`, read as it arrives (``stream_arguments``).
+"""A held call block of a :class:`~.call_format.CallFormat`, read as it arrives (``stream_arguments``).
 
 While :class:`~.call_stream.CallFormatStream` holds a block until its end, this reader walks the same
 definition over the text so far: the section's opening, each call's opening (``CallFormat.read_header``:
@@ -30,7 +30,7 @@ from .request import ToolSpec
 from .results import ToolCall
 
 if TYPE_CHECKING:
-    from .engine import CallFormat
+    from .call_format import CallFormat
 
 __all__ = ["LiveBlock", "LiveCall"]
 

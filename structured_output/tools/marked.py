@@ -113,10 +113,6 @@ class MarkedText:
         return cls("".join(parts), controls, vocabulary.special_tokens)
 
     @property
-    def is_trusted(self) -> bool:
-        return self._controls is None
-
-    @property
     def special_tokens(self) -> frozenset[str]:
         """The strings that match as markers only where they are control tokens (none for trusted text)."""
         if self._controls is None or self._special is None:
@@ -166,10 +162,6 @@ class MarkedText:
                 continue  # cut out
             controls[s - removed[k]] = e - removed[k]
         return MarkedText("".join(parts), controls, self._special)
-
-    def is_control_token(self, marker: str) -> bool:
-        """Whether ``marker`` must be a control token to match (trusted text: never asked)."""
-        return self._special is not None and marker in self._special
 
     def marker_at(self, pos: int, marker: str) -> bool:
         """Whether the marker ``marker`` is at ``pos``: its text, and, when it is a control token in the

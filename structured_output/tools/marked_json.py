@@ -55,7 +55,7 @@ from .args import _DECODER, JsonArgs, _skip_ws
 from .arg_stream import BracketDepth
 from .call_delta import CallDelta, merge_call_deltas
 from .live_block import LiveCall
-from .engine import DEFAULT_TOOL_MAX_WHITESPACE, LEAD_WHITESPACE, ToolFormat, join_content
+from .call_format import DEFAULT_TOOL_MAX_WHITESPACE, LEAD_WHITESPACE, ToolFormat, join_content
 from .marked import MAX_ARGUMENT_DEPTH, MarkedText, json_depth_ok
 from .pending import PendingText, Piece
 from .policy import CallPolicy

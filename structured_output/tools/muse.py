@@ -42,7 +42,7 @@ from thinkgate.reasoning.muse_channels import (ANSWER, CONTENT, EOM, MESSAGE, SP
 from thinkgate.reasoning.vocabulary import Vocabulary
 
 from .args import NoMatch, XmlArgs
-from .engine import DEFAULT_TOOL_MAX_WHITESPACE, CallFormat, ToolFormat, join_content
+from .call_format import DEFAULT_TOOL_MAX_WHITESPACE, CallFormat, ToolFormat, join_content
 from .marked import MarkedText
 from .policy import CallPolicy
 from .request import ToolRequest, ToolSpec

@@ -41,7 +41,7 @@ from typing import Any
 
 from thinkgate.reasoning.vocabulary import Vocabulary
 
-from .engine import DEFAULT_TOOL_MAX_WHITESPACE, LEAD_WHITESPACE, ToolFormat, join_content
+from .call_format import DEFAULT_TOOL_MAX_WHITESPACE, LEAD_WHITESPACE, ToolFormat, join_content
 from .marked import MarkedText
 from .policy import CallPolicy
 from .py_values import NotLiteral, PyArgsGrammar, PyValueStyle, call_of

@@ -49,7 +49,7 @@ from .request import ToolRequest
 from .results import ToolCall
 
 if TYPE_CHECKING:
-    from .engine import ToolFormat
+    from .call_format import ToolFormat
 
 __all__ = ["ToolStream", "ToolStreamDelta", "ContentGate", "HeldStream"]
 

@@ -2,7 +2,7 @@
 
 vLLM 0.34's ``hf`` and ``beam`` parsers read calls with the ``tool_calls`` field of the checkpoint's
 ``response_template`` (``reasoning/response_template.py``: ``tokenizer_config.json``,
-``Vocabulary.response_template``). thinkgate builds a :class:`~.engine.CallFormat` from that field, per
+``Vocabulary.response_template``). thinkgate builds a :class:`~.call_format.CallFormat` from that field, per
 model, so the constraint and both readers come from one definition as for every family:
 
 - **the call's name in its opener** (Gemma 4: ``open_pattern`` ``<\\|tool_call>call:(?P<name>\\w+)`` and
@@ -46,9 +46,9 @@ from thinkgate.reasoning.response_template import (TOOL_CALLS, ResponseTemplate,
                                                    side_texts, split_group)
 from thinkgate.reasoning.vocabulary import Vocabulary
 
-from ..constraints import Constraint
+from ..compilation.constraints import Constraint
 from .args import ArgsSyntax, GemmaArgs, JsonArgs, XmlArgs
-from .engine import DEFAULT_TOOL_MAX_WHITESPACE, CallFormat, ToolFormat
+from .call_format import DEFAULT_TOOL_MAX_WHITESPACE, CallFormat, ToolFormat
 from .marked import MarkedText
 from .policy import CallPolicy
 from .request import ToolRequest
@@ -64,7 +64,7 @@ _CONTENT_KEY = re.compile(r"\{content\.([A-Za-z_][A-Za-z0-9_]*)\}")
 
 @dataclass(eq=False)
 class TemplateCallFormat(CallFormat):
-    """A :class:`~.engine.CallFormat` built from a response template; ``name_pattern`` is the opener's
+    """A :class:`~.call_format.CallFormat` built from a response template; ``name_pattern`` is the opener's
     name group (None when the name is inside the content): a name it does not match is no call."""
 
     name_pattern: re.Pattern[str] | None = field(default=None)

@@ -15,7 +15,7 @@ the control token ``<|sep|>``; attributes are text too. The generation prefix en
 ``<|open|>think<|sep|>`` (thinking) or ``<|open|>response<|sep|>`` (thinking off): the response channel's
 opening is then not in the output.
 
-:class:`XtmlFormat` is the calls (a :class:`XtmlCalls`, the :class:`~.engine.CallFormat` whose section is the
+:class:`XtmlFormat` is the calls (a :class:`XtmlCalls`, the :class:`~.call_format.CallFormat` whose section is the
 ``tools`` channel) plus the channel *wrappers* that are syntax, not content (``<|open|>response<|sep|>``,
 ``<|close|>response<|sep|>``, ``<|close|>message<|sep|>``):
 
@@ -27,7 +27,7 @@ opening is then not in the output.
   are off) and the message's close;
 - reader: every wrapper written with its control tokens outside a ``tools`` channel (between its opening
   and its closing, or the end of the output) is cut out (:class:`Channels`); in what is left the calls are
-  read where they read and the rest is content, as :class:`~.engine.CallFormat` reads (so text outside the
+  read where they read and the rest is content, as :class:`~.call_format.CallFormat` reads (so text outside the
   response channel is content too: vLLM 0.34 drops it). The streaming reader makes the same cut as the ids
   arrive (:mod:`.xtml_stream`);
 - ids: K3 writes no call id (its ``index`` is a position; the encoder matches tool results by the id the
@@ -45,7 +45,7 @@ from typing import Any
 from thinkgate.reasoning.vocabulary import Vocabulary
 
 from .args import NoMatch
-from .engine import DEFAULT_TOOL_MAX_WHITESPACE, LEAD_WHITESPACE, CallFormat, ToolFormat
+from .call_format import DEFAULT_TOOL_MAX_WHITESPACE, LEAD_WHITESPACE, CallFormat, ToolFormat
 from .marked import MarkedText
 from .policy import CallPolicy
 from .request import ToolRequest
@@ -60,7 +60,7 @@ __all__ = ["XtmlFormat", "XtmlCalls", "Channels"]
 
 @dataclass(eq=False)
 class XtmlCalls(CallFormat):
-    """The calls of the ``tools`` channel: a :class:`~.engine.CallFormat` whose call opening is an element
+    """The calls of the ``tools`` channel: a :class:`~.call_format.CallFormat` whose call opening is an element
     with attributes (``call_begin`` ``<|open|>call tool="{name}" index="{index}"<|sep|>``). The grammar writes
     it as given; the reader takes its attributes in any order, any whitespace between them, ``index``
     optional, ``tool`` unescaped (``&quot;``, ``&amp;``)."""

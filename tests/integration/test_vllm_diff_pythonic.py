@@ -49,7 +49,7 @@ from support import FAMILIES, detokenizer, vocab
 from template_render import render
 from tool_serving import Message, chat_request, parser_cls, streamed, tokenizer, whole
 
-import thinkgate.structured_output.vllm_tool_plugin  # noqa: F401  (registers thinkgate_<format>)
+import thinkgate.engines.vllm.tool_parsers  # noqa: F401  (registers thinkgate_<format>)
 
 
 def _fn(name: str, props: dict[str, Any]) -> dict[str, Any]:

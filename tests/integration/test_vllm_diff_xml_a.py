@@ -21,7 +21,7 @@ from test_vllm_tool_parity import classify
 from tool_serving import chat_request, parser_cls, streamed, tokenizer, whole
 
 from thinkgate.structured_output.tools import get_tool_format
-import thinkgate.structured_output.vllm_tool_plugin  # noqa: F401,E402  (registers thinkgate_<format>)
+import thinkgate.engines.vllm.tool_parsers  # noqa: F401,E402  (registers thinkgate_<format>)
 
 NAMES = sorted({c[0] for c in CASES})
 

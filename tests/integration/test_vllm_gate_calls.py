@@ -15,7 +15,7 @@ import random
 
 import pytest
 
-import thinkgate.reasoning.vllm_plugin as plugin
+import thinkgate.engines.vllm.reasoning_parsers as plugin
 from thinkgate.reasoning import get_reasoning_parser
 
 SCRIPTS = {

@@ -24,7 +24,7 @@ def test_cpu_worker_patch_matches_vllms_torch_path(vocab_size, stride, lengths, 
     in the batch without a grammar."""
     from vllm.v1.worker.cpu.structured_outputs import CPUStructuredOutputsWorker
 
-    from thinkgate.kernels import vllm_cpu_worker
+    from thinkgate.engines.vllm import cpu_worker as vllm_cpu_worker
 
     rng = np.random.default_rng(vocab_size + stride)
     req_ids = ["a", "b", "c", "free"]
@@ -62,7 +62,7 @@ def test_general_plugin_is_opt_in():
     import os
 
     for flag, want in (("", "vllm.v1.structured_output.backend_xgrammar vllm.v1.worker.cpu.structured_outputs"),
-                       ("1", "thinkgate.structured_output.vllm_backend thinkgate.kernels.vllm_cpu_worker")):
+                       ("1", "thinkgate.engines.vllm.structured_outputs thinkgate.engines.vllm.cpu_worker")):
         env = {**os.environ, "THINKGATE_VLLM_BACKEND": flag}
         out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, env=env,
                              cwd="/")

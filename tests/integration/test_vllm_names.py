@@ -3,8 +3,8 @@ registered with vLLM as ``thinkgate_NAME`` by the two plugins."""
 
 from __future__ import annotations
 
-import thinkgate.reasoning.vllm_plugin  # noqa: F401  (registers the reasoning parsers)
-import thinkgate.structured_output.vllm_tool_plugin  # noqa: F401  (registers the tool parsers)
+import thinkgate.engines.vllm.reasoning_parsers  # noqa: F401  (registers the reasoning parsers)
+import thinkgate.engines.vllm.tool_parsers  # noqa: F401  (registers the tool parsers)
 from thinkgate.names import VLLM_REASONING_PARSERS, VLLM_TOOL_PARSERS, unserved_vllm_names
 
 

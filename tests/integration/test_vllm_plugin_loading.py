@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-import thinkgate.reasoning.vllm_plugin as plugin
+import thinkgate.engines.vllm.reasoning_parsers as plugin
 from thinkgate.reasoning import list_reasoning_parsers
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -36,7 +36,7 @@ def test_every_family_is_registered_under_its_thinkgate_name():
 @pytest.mark.parametrize("how", ["module", "file"])
 def test_vllm_imports_the_plugin_as_serve_does(how):
     """A fresh interpreter, as ``vllm serve`` starts: the plugin given by module path or by file path."""
-    value = "thinkgate.reasoning.vllm_plugin" if how == "module" else str(ROOT / "reasoning" / "vllm_plugin.py")
+    value = "thinkgate.engines.vllm.reasoning_parsers" if how == "module" else str(ROOT / "thinkgate" / "engines" / "vllm" / "reasoning_parsers.py")
     code = (
         "import sys\n"
         "from vllm.reasoning import ReasoningParserManager as M\n"

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-import thinkgate.reasoning.vllm_plugin as plugin
+import thinkgate.engines.vllm.reasoning_parsers as plugin
 
 # (output, whole reasoning, content, is_reasoning_end(output ids)) -- vLLM's deepseek_r1 test facts
 R1_CASES = [

@@ -29,7 +29,7 @@ import pytest
 from test_vllm_reasoning_parity import Obs, explain, observe
 from vocab_tokenizer import VocabTokenizer
 
-import thinkgate.reasoning.vllm_plugin as plugin
+import thinkgate.engines.vllm.reasoning_parsers as plugin
 from thinkgate.reasoning import Vocabulary, load_vocabulary
 
 

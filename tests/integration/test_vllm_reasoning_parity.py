@@ -40,7 +40,7 @@ from dataclasses import dataclass
 
 import pytest
 
-import thinkgate.reasoning.vllm_plugin as plugin
+import thinkgate.engines.vllm.reasoning_parsers as plugin
 
 QWEN_OUT = [
     "Let me think.</think>\n\nThe answer is 4.",

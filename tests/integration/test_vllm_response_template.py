@@ -25,8 +25,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # bench/ (the repo
 from thinkgate.testing.vocabularies import GEMMA4_RESPONSE_TEMPLATE, synthetic_vocabulary  # noqa: E402
 from vocab_tokenizer import VocabTokenizer  # noqa: E402
 
-import thinkgate.reasoning.vllm_plugin  # noqa: E402,F401  (registers thinkgate_<name>)
-import thinkgate.structured_output.vllm_tool_plugin  # noqa: E402,F401
+import thinkgate.engines.vllm.reasoning_parsers  # noqa: E402,F401  (registers thinkgate_<name>)
+import thinkgate.engines.vllm.tool_parsers  # noqa: E402,F401
 
 PREFIX = "<|turn>user\nhi<turn|>\n<|turn>model\n"
 THOUGHT = "<|channel>thought\nplan<channel|>"

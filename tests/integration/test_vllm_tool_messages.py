@@ -24,9 +24,9 @@ from support import EXAMPLES, FAMILIES, TOOLS, detokenizer, vocab
 from template_render import RENDERERS
 from tool_serving import cases, chat_request, ours, ours_streamed, parser_cls, streamed, tokenizer, whole
 
-import thinkgate.reasoning.vllm_plugin  # noqa: F401  (registers thinkgate_<family>)
+import thinkgate.engines.vllm.reasoning_parsers  # noqa: F401  (registers thinkgate_<family>)
 from thinkgate.structured_output.tools import get_tool_format
-import thinkgate.structured_output.vllm_tool_plugin  # noqa: F401  (registers thinkgate_<format>)
+import thinkgate.engines.vllm.tool_parsers  # noqa: F401  (registers thinkgate_<format>)
 
 RENDERED = [r for r, x in RENDERERS.items() if x.format != "openai"]
 REAL = {"qwen3_6", "deepseek_v4", "magistral"}

@@ -56,7 +56,7 @@ from support import FAMILIES, TOOLS, detokenizer, vocab
 from template_render import RENDERERS
 from tool_serving import Message, cases, chat_request, ours, parser_cls, streamed, tokenizer, whole
 
-import thinkgate.reasoning.vllm_plugin  # noqa: F401  (registers thinkgate_<family>: the file runs alone too)
+import thinkgate.engines.vllm.reasoning_parsers  # noqa: F401  (registers thinkgate_<family>: the file runs alone too)
 
 # thinkgate renderer -> vLLM 0.34's built-in tool parser of that format
 BUILTIN = {

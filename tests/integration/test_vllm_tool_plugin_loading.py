@@ -18,7 +18,7 @@ import pytest
 from support import TOOLS
 from tool_serving import chat_request, parser_cls
 
-import thinkgate.structured_output.vllm_tool_plugin as plugin
+import thinkgate.engines.vllm.tool_parsers as plugin
 from thinkgate.structured_output.tools import list_tool_formats
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -42,13 +42,13 @@ def test_every_format_is_registered_under_its_thinkgate_name():
 @pytest.mark.parametrize("how", ["module", "file"])
 def test_vllm_serve_loads_the_plugin_and_accepts_its_names(how):
     """A fresh interpreter, as ``vllm serve`` starts: the CLI's own plugin import and argument check."""
-    value = ("thinkgate.structured_output.vllm_tool_plugin" if how == "module"
-             else str(ROOT / "structured_output" / "vllm_tool_plugin.py"))
+    value = ("thinkgate.engines.vllm.tool_parsers" if how == "module"
+             else str(ROOT / "thinkgate" / "engines" / "vllm" / "tool_parsers.py"))
     code = (
         "from types import SimpleNamespace as NS\n"
         "from vllm.entrypoints.common.cli_args import init_parser_plugin, validate_api_server_args\n"
         "from vllm.tool_parsers import ToolParserManager as M\n"
-        f"args = NS(tool_parser_plugin={value!r}, reasoning_parser_plugin='thinkgate.reasoning.vllm_plugin',\n"
+        f"args = NS(tool_parser_plugin={value!r}, reasoning_parser_plugin='thinkgate.engines.vllm.reasoning_parsers',\n"
         "          enable_auto_tool_choice=True, tool_call_parser='thinkgate_qwen3_6',\n"
         "          structured_outputs_config=NS(reasoning_parser='thinkgate_qwen3'))\n"
         "init_parser_plugin(args)\n"

@@ -146,7 +146,7 @@ def run_case(name: str, case: Case, tokenizer: Any, vocab: Any) -> dict[str, tup
 
     from vllm.tool_parsers import ToolParserManager
 
-    import thinkgate.structured_output.vllm_tool_plugin  # noqa: F401  (registers thinkgate_<name>)
+    import thinkgate.engines.vllm.tool_parsers  # noqa: F401  (registers thinkgate_<name>)
 
     ids = vocab.encode(case.text)
     dec = codecs.getincrementaldecoder("utf-8")("replace")

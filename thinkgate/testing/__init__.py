@@ -1,15 +1,15 @@
 """The testing kit: offline vocabularies, synthetic token streams, workloads and bitmasks, for testing an
 engine integration (or thinkgate itself) without a model.
 
-- :mod:`.vocabularies`: ``byte_level_vocabulary`` (tiny, for unit tests), ``synthetic_vocabulary(family)``
+- :mod:`thinkgate.testing.vocabularies`: ``byte_level_vocabulary`` (tiny, for unit tests), ``synthetic_vocabulary(family)``
   (the Qwen3.6 table plus a family's markers as control tokens, where no offline tokenizer has them),
   ``format_vocabulary(tool_format)``;
-- :mod:`.streams`: ``replay`` (a scripted output driven through the manager's step protocol, mask and
+- :mod:`thinkgate.testing.streams`: ``replay`` (a scripted output driven through the manager's step protocol, mask and
   grammar checked against each other at every token), ``random_cuts`` / ``cut`` (deltas for stream ==
   whole checks);
-- :mod:`.workload`: ``Workload`` (seeded requests with constraints and scripted outputs, each output
+- :mod:`thinkgate.testing.workload`: ``Workload`` (seeded requests with constraints and scripted outputs, each output
   checkable), the simulated engine's source in ``python -m bench``;
-- :mod:`.bitmasks`: ``realistic_bitmask`` for kernel tests and benchmarks.
+- :mod:`thinkgate.testing.bitmasks`: ``realistic_bitmask`` for kernel tests and benchmarks.
 
 Names load on first use, so ``import thinkgate.testing`` stays cheap.
 """

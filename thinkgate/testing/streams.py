@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
 if TYPE_CHECKING:
-    from thinkgate.structured_output.manager import StructuredOutputManager
+    from thinkgate.structured_output.step.manager import StructuredOutputManager
 
 __all__ = ["Replay", "replay", "wait_compiled", "random_cuts", "cut"]
 

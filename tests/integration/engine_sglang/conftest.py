@@ -35,8 +35,8 @@ def backends(ds_tokenizer):
     """One thinkgate backend per (vocabulary, reasoning parser), built on first use and shared (as
     SGLang builds one per server); closed at the end."""
     from thinkgate.reasoning import load_vocabulary
-    from thinkgate.structured_output.compiler import Compiler
-    from thinkgate.structured_output.sglang_backend import ThinkgateGrammarBackend
+    from thinkgate.structured_output.compilation.compiler import Compiler
+    from thinkgate.engines.sglang.backend import ThinkgateGrammarBackend
 
     made: dict = {}
     compilers: dict = {}

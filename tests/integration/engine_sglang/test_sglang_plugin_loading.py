@@ -21,7 +21,7 @@ def test_load_plugins_registers_thinkgate_and_the_cli_takes_it():
     from sglang.srt.plugins import load_plugins
     from sglang.srt.server_args import prepare_server_args
 
-    from thinkgate.structured_output.sglang_backend import create_backend
+    from thinkgate.engines.sglang.backend import create_backend
 
     load_plugins()
     assert GRAMMAR_BACKEND_REGISTRY.get("thinkgate") is create_backend
@@ -55,7 +55,7 @@ def test_sglang_create_grammar_backend_builds_ours_without_its_reasoner_wrapper(
     import sglang.srt.constrained.base_grammar_backend as base
     import sglang.srt.runtime_context as ctx
 
-    from thinkgate.structured_output.sglang_backend import ThinkgateGrammarBackend, register
+    from thinkgate.engines.sglang.backend import ThinkgateGrammarBackend, register
 
     register()
     serving = _serving(**flags)
@@ -74,7 +74,7 @@ def test_sglang_create_grammar_backend_builds_ours_without_its_reasoner_wrapper(
 
 
 def test_an_unknown_reasoning_parser_fails_at_server_start_naming_the_known_ones(ds_tokenizer):
-    from thinkgate.structured_output.sglang_backend import ThinkgateGrammarBackend
+    from thinkgate.engines.sglang.backend import ThinkgateGrammarBackend
 
     with pytest.raises(ValueError, match=r"reasoning parser 'no-such-parser' has no thinkgate family.*deepseek-v4"):
         ThinkgateGrammarBackend(ds_tokenizer, 129280, "no-such-parser")
@@ -84,12 +84,12 @@ def test_the_parser_name_map_goes_from_sglangs_names_to_thinkgates():
     from sglang.srt.parser.reasoning_parser_names import REASONING_PARSER_NAMES
 
     from thinkgate.reasoning.registry import list_reasoning_parsers
-    from thinkgate.structured_output.sglang_backend import SGLANG_REASONING_PARSERS, thinkgate_family
+    from thinkgate.engines.sglang.backend import SGLANG_REASONING_PARSERS, thinkgate_family
 
     assert set(SGLANG_REASONING_PARSERS) <= set(REASONING_PARSER_NAMES)
     assert set(SGLANG_REASONING_PARSERS.values()) <= set(list_reasoning_parsers())
     assert thinkgate_family("olmo3") == "olmo3"  # a thinkgate name is taken as is
-    from thinkgate.structured_output.sglang_backend import SGLANG_UNSERVED
+    from thinkgate.engines.sglang.backend import SGLANG_UNSERVED
 
     # every name SGLang registers is served or deliberately unserved, never both
     assert set(REASONING_PARSER_NAMES) == set(SGLANG_REASONING_PARSERS) | set(SGLANG_UNSERVED)

@@ -26,7 +26,7 @@ import numpy as np
 import pytest
 from sglang_driver import allowed, create_grammar
 
-from thinkgate.structured_output.whitespace import BoundedMatcher
+from thinkgate.structured_output.compilation.jsonws.bound import BoundedMatcher
 
 SCHEMA = {"type": "object", "properties": {"city": {"type": "string"}, "temp": {"type": "integer"}},
           "required": ["city", "temp"], "additionalProperties": False}

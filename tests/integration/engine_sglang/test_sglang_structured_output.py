@@ -34,7 +34,7 @@ from support import BATCH_THINK as THINK
 
 from thinkgate.reasoning import get_reasoning_parser, load_vocabulary
 from thinkgate.structured_output import Constraint, StructuredOutputManager
-from thinkgate.structured_output.sglang_backend import thinkgate_family
+from thinkgate.engines.sglang.backend import thinkgate_family
 
 
 # case -> (vocabulary, --reasoning-parser name, prompt, end marker text, start text, require_reasoning)

@@ -14,7 +14,7 @@ import torch
 from sglang_driver import Model, accept, allowed, create_grammar, fill_batch
 
 from thinkgate.structured_output import Constraint, StructuredOutputManager
-from thinkgate.structured_output.sglang_backend import thinkgate_family
+from thinkgate.engines.sglang.backend import thinkgate_family
 
 SCHEMA = {"type": "object", "properties": {"ok": {"type": "boolean"}}, "required": ["ok"], "additionalProperties": False}
 CASES = {

@@ -1,0 +1,247 @@
+"""The xgrammar adaptation: a :class:`~.constraints.Constraint` as an xgrammar ``Grammar``, and the
+xgrammar ``TokenizerInfo`` of a :class:`~reasoning.Vocabulary` (the compile service is ``compiler.py``).
+
+Control tokens
+--------------
+xgrammar's defaults let a control token (``<|im_end|>``, ``<think>``, ``<tool_call>`` ...) appear inside
+a JSON string or any free text whenever its *text* is allowed there. We never want that, and we still
+want formats to name such a token when they mean it (a tool call that starts with the ``<tool_call>``
+token). So the xgrammar ``TokenizerInfo`` is built with every control token (``Vocabulary.special_tokens``)
+spelled as private bytes, ``b"\\xff\\xfe<id>"``: ``0xFF`` never occurs in UTF-8, so no text rule (JSON
+strings, regex, EBNF character classes, ``any_text``) can ever match such a token, while the
+token-level formats of a structural tag (``token``, ``exclude_token``, ``any_tokens``,
+``token_triggered_tags``, ``token_dispatch``) still match it by id. Token names in those formats are
+resolved to ids with the :class:`~reasoning.Vocabulary` before compiling (a name that is not one token
+is a ``ValueError``), and a literal the output must spell (``const_string``, a tag's ``begin`` /
+``end``, a trigger, a separator) that contains a control token's text is a ``ValueError`` naming
+it (it could never match the token the model writes). Stop tokens are xgrammar's stop tokens:
+allowed only where the grammar may end. Ids the tokenizer leaves undefined and ids past its size (up
+to the logits width) are never allowed.
+(Building the vocabulary with ``b""`` for control tokens, the usual trick, makes xgrammar treat them
+as *special*: never allowed, not even by a ``token`` format, so a tool-call tag could not start
+with ``<tool_call>``.)
+
+Each constraint kind becomes an xgrammar ``Grammar`` (:meth:`GrammarBuilder.build`: JSON-schema to
+grammar conversion, regex and EBNF parsing, structural-tag parsing), with xgrammar's errors as
+``ValueError`` messages without its log prefix (:func:`xgrammar_message`).
+
+A JSON schema or object with a whitespace bound (``max_whitespace`` of 1 or more) becomes xgrammar's
+unbounded JSON grammar; the bound is enforced beside it by the matcher (``jsonws/bound.py``).
+
+xgrammar 0.2.9 fix-up: a JSON string with ``minLength`` / ``maxLength`` admits raw control characters
+there; we narrow that character class (see ``_fix_bounded_json_strings``).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from typing import Any
+
+import xgrammar as xgr
+
+from thinkgate.reasoning.vocabulary import Vocabulary
+
+from .constraints import Constraint
+
+__all__ = ["GrammarBuilder", "build_tokenizer_info", "control_token_bytes", "xgrammar_message"]
+
+
+def control_token_bytes(token_id: int) -> bytes:
+    """The private byte spelling of control token ``token_id`` in the xgrammar vocabulary."""
+    return b"\xff\xfe" + str(token_id).encode("ascii")
+
+
+def build_tokenizer_info(vocabulary: Vocabulary) -> xgr.TokenizerInfo:
+    """An xgrammar ``TokenizerInfo`` for ``vocabulary`` (control tokens as private bytes, see the module
+    docstring); its size is the logits width, so ids past the tokenizer's size are never allowed."""
+    specials = vocabulary.special_token_ids
+    encoded = [control_token_bytes(i) if i in specials else b for i, b in enumerate(vocabulary.token_bytes)]
+    stops = sorted(vocabulary.stop_token_ids)
+    if not stops:
+        raise ValueError(f"vocabulary {vocabulary.name!r} has no stop token; a grammar could never end")
+    return xgr.TokenizerInfo(encoded, xgr.VocabType.RAW, vocab_size=vocabulary.logits_width,
+                             stop_token_ids=stops)
+
+
+_XGR_PREFIX = re.compile(r"^\[[0-9:.]+\] [^\s:]+:\d+: (?:Check failed: \(.*?\) is false: )?")
+
+
+def xgrammar_message(exc: BaseException) -> str:
+    """xgrammar's error text without its timestamp / source-location prefix."""
+    lines = [ln for ln in str(exc).strip().splitlines() if ln.strip()]
+    text = " ".join(_XGR_PREFIX.sub("", ln).strip() for ln in lines) or type(exc).__name__
+    return text
+
+
+# token-level structural-tag formats: type -> fields that name tokens (an id or a token string)
+_TOKEN_FIELDS: dict[str, tuple[str, ...]] = {
+    "token": ("token",),
+    "exclude_token": ("exclude_tokens",),
+    "any_tokens": ("exclude_tokens",),
+    "token_triggered_tags": ("trigger_tokens", "exclude_tokens"),
+    "token_dispatch": ("exclude_tokens",),
+}
+
+
+class GrammarBuilder:
+    """Turns constraints into xgrammar grammars for one vocabulary (see the module docstring).
+    Stateless after construction; thread-safe."""
+
+    def __init__(self, vocabulary: Vocabulary) -> None:
+        self.vocabulary = vocabulary
+        # control-token texts, longest first (checked in structural-tag literals)
+        self._control_texts = sorted((t for t in vocabulary.special_tokens if t), key=len, reverse=True)
+
+    def build(self, constraint: Constraint) -> tuple[xgr.Grammar, bool]:
+        """The xgrammar ``Grammar`` of ``constraint`` (``ValueError`` naming the problem) and whether
+        it uses token-level formats."""
+        kind = constraint.kind
+        try:
+            if kind == "json_schema" or kind == "json_object":
+                any_ws = bool(constraint.option("any_whitespace", True))
+                # a bound of 1 or more is enforced beside the grammar (jsonws/bound.py): the grammar is
+                # xgrammar's unbounded one, which costs a fraction of the bounded one's compile, memory
+                # and fill (python -m bench jsonws)
+                max_ws = constraint.option("max_whitespace") if any_ws else None
+                if max_ws:
+                    max_ws = None
+                spec = constraint.spec if kind == "json_schema" else '{"type": "object"}'
+                strict = bool(constraint.option("strict", True)) if kind == "json_schema" else False
+                _ = constraint.schema_check  # ValueError: keywords it cannot honour (schema_support.py)
+                if any_ws and max_ws == 0:  # no whitespace at all: compact JSON
+                    grammar = xgr.Grammar.from_json_schema(spec, any_whitespace=False, separators=(",", ":"),
+                                                           strict_mode=strict)
+                else:
+                    grammar = xgr.Grammar.from_json_schema(spec, any_whitespace=any_ws, max_whitespace_cnt=max_ws,
+                                                           strict_mode=strict)
+                return _fix_bounded_json_strings(grammar, spec), False
+            if kind == "regex":
+                return xgr.Grammar.from_regex(constraint.spec), False
+            if kind == "grammar":
+                return xgr.Grammar.from_ebnf(constraint.spec), False
+            if kind == "choice":
+                choices = json.loads(constraint.spec)
+                tag = {"type": "structural_tag",
+                       "format": {"type": "or", "elements": [{"type": "const_string", "value": c} for c in choices]}}
+                return xgr.Grammar.from_structural_tag(json.dumps(tag)), False
+            if kind == "structural_tag":
+                tag, token_level = self.resolve_structural_tag(json.loads(constraint.spec))
+                grammar = xgr.Grammar.from_structural_tag(json.dumps(tag))
+                return _fix_bounded_json_strings(grammar, constraint.spec), token_level
+        except ValueError:
+            raise
+        except Exception as e:  # xgrammar reports bad input as RuntimeError / pydantic errors
+            raise ValueError(f"invalid {_KIND_NAMES.get(kind, kind)}: {xgrammar_message(e)}") from e
+        raise ValueError(f"unknown constraint kind {kind!r}")
+
+    def resolve_structural_tag(self, tag: Any) -> tuple[dict[str, Any], bool]:
+        """A copy of ``tag`` with every token named by text in a token-level format replaced by its
+        id in this vocabulary, and whether any token-level format occurs. A bare format (no
+        ``{"type": "structural_tag", "format": ...}`` wrapper) is wrapped."""
+        if not isinstance(tag, Mapping):
+            raise ValueError(f"invalid structural tag: expected an object, got {type(tag).__name__}")
+        if tag.get("type") != "structural_tag":
+            if "format" in tag or "type" not in tag:
+                raise ValueError('invalid structural tag: expected {"type": "structural_tag", "format": {...}}')
+            tag = {"type": "structural_tag", "format": tag}
+        if not isinstance(tag.get("format"), Mapping):
+            raise ValueError('invalid structural tag: "format" must be an object')
+        found = [False]
+        out = self._resolve(tag, found, "$")
+        return out, found[0]
+
+    def _resolve(self, node: Any, found: list[bool], path: str) -> Any:
+        if isinstance(node, list):
+            return [self._resolve(x, found, f"{path}[{i}]") for i, x in enumerate(node)]
+        if not isinstance(node, Mapping):
+            return node
+        out = {k: self._resolve(v, found, f"{path}.{k}") for k, v in node.items()}
+        kind = node.get("type")
+        for field_name in _LITERAL_FIELDS.get(kind, ()) if isinstance(kind, str) else ():
+            self._check_literal(out.get(field_name), f"{path}.{field_name}")
+        if kind == "dispatch" and isinstance(out.get("rules"), list):
+            for i, r in enumerate(out["rules"]):
+                if isinstance(r, list) and r:
+                    self._check_literal(r[0], f"{path}.rules[{i}][0]")
+        if isinstance(kind, str) and (kind in _TOKEN_FIELDS or kind == "token_dispatch"):
+            found[0] = True
+            for field_name in _TOKEN_FIELDS.get(kind, ()):
+                if field_name not in out:
+                    continue
+                value = out[field_name]
+                where = f"{path}.{field_name}"
+                out[field_name] = ([self._token(v, f"{where}[{i}]") for i, v in enumerate(value)]
+                                   if isinstance(value, list) else self._token(value, where))
+            if kind == "token_dispatch" and isinstance(out.get("rules"), list):
+                out["rules"] = [[self._token(r[0], f"{path}.rules[{i}][0]"), r[1]]
+                                if isinstance(r, list) and len(r) == 2 else r
+                                for i, r in enumerate(out["rules"])]
+        return out
+
+    def _check_literal(self, value: Any, where: str) -> None:
+        """A literal the output must spell (const_string, tag begin/end, trigger, separator) may not
+        contain a control token's text: text never produces a control token (see the module
+        docstring), so such a format could never match what the model writes."""
+        values = value if isinstance(value, list) else [value]
+        for lit in values:
+            if not isinstance(lit, str) or not lit:
+                continue
+            for text in self._control_texts:
+                if text in lit:
+                    raise ValueError(
+                        f"invalid structural tag: {where}: {lit!r} contains {text!r}, a control token of the "
+                        f"vocabulary {self.vocabulary.name!r}; text never produces a control token, so "
+                        f"name it with a token format: "
+                        f"{json.dumps({'type': 'token', 'token': text}, ensure_ascii=False)}")
+
+    def _token(self, value: Any, where: str) -> Any:
+        vocab = self.vocabulary
+        if isinstance(value, bool):
+            raise ValueError(f"invalid structural tag: {where}: expected a token id or token text, got {value!r}")
+        if isinstance(value, int):
+            if not 0 <= value < vocab.vocab_size:
+                raise ValueError(f"invalid structural tag: {where}: token id {value} is outside the vocabulary "
+                                 f"{vocab.name!r} (size {vocab.vocab_size})")
+            return value
+        if isinstance(value, str):
+            tid = vocab.token_id(value)
+            if tid is None:
+                raise ValueError(f"invalid structural tag: {where}: {value!r} is not a single token of the "
+                                 f"vocabulary {vocab.name!r}")
+            return tid
+        return value  # let xgrammar report the type error
+
+
+# xgrammar 0.2.9 writes a JSON string with minLength / maxLength as ``"\"" X_characters{m, n} "\""``
+# with ``X_characters ::= (([^\"\\\r\n]))``: raw control characters (tab, U+0001...) pass, which
+# is not JSON. We narrow that class to ``[^\"\\\0-\x1f]``. Such strings still cannot hold escapes
+# (as in xgrammar): allowing ``"\\" escape`` there makes xgrammar's mask for those states uncacheable,
+# so each mask fill inside such a string would be computed token by token at run time instead of
+# coming from the precomputed masks.
+_BOUNDED_CHAR_RULE = re.compile(r'^(\w+_characters ::= )\(\(\[\^\\"\\\\\\r\\n\]\)\)$', re.M)
+_JSON_CHAR = r'(([^\"\\\0-\x1f]))'
+
+
+def _fix_bounded_json_strings(grammar: xgr.Grammar, spec: str) -> xgr.Grammar:
+    """``grammar`` with the length-bounded JSON string characters made JSON-valid (see above)."""
+    if "Length" not in spec:  # only minLength / maxLength strings take that path
+        return grammar
+    text = str(grammar)
+    fixed, n = _BOUNDED_CHAR_RULE.subn(lambda m: m.group(1) + _JSON_CHAR, text)
+    if n == 0 or not re.search(r"^root ::= ", text, re.M):  # xgrammar names the root "root"
+        return grammar
+    return xgr.Grammar.from_ebnf(fixed, root_rule_name="root")
+
+
+# structural-tag formats: type -> fields whose strings the output spells literally
+_LITERAL_FIELDS: dict[str, tuple[str, ...]] = {
+    "const_string": ("value",),
+    "tag": ("begin", "end"),
+    "triggered_tags": ("triggers",),
+    "tags_with_separator": ("separator",),
+}
+
+_KIND_NAMES = {"json_schema": "JSON schema", "json_object": "JSON object", "regex": "regex",
+               "grammar": "grammar", "choice": "choice", "structural_tag": "structural tag"}

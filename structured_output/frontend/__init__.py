@@ -1,0 +1,10 @@
+"""The front-end room: a model's output as an OpenAI message, whole or as stream deltas.
+
+- :mod:`.parser`: :class:`~.parser.Parser`, built once per model (vocabulary, reasoning parser, tool
+  format).
+- :mod:`.parse_request`: :class:`~.parse_request.RequestParser`, one request's view of it.
+- :mod:`.parse_result`: the results (:class:`~.parse_result.ParseResult`, stream deltas, finish reasons).
+
+It uses the tools room (:mod:`..tools`) to read calls and ``thinkgate.reasoning`` to split the
+thinking; the step room is not involved.
+"""
