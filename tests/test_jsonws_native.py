@@ -264,7 +264,7 @@ def test_missing_extension_warns_once(qwen_vocab, monkeypatch):
     monkeypatch.setattr(jsonws, "_native", None)
     monkeypatch.setattr(jsonws, "_warned", False)
     lexicon = WhitespaceLexicon.of(qwen_vocab)
-    with pytest.warns(RuntimeWarning, match="_jsonws is not built"):
+    with pytest.warns(RuntimeWarning, match="jsonws._lexer is not built"):
         from thinkgate.structured_output.compilation.jsonws.bound import WhitespaceBound
 
         WhitespaceBound(lexicon, 5)

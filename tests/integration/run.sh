@@ -53,8 +53,13 @@ PYTHON="$DIR/bin/python"
 "$PYTHON" -c 'import cohere_melody' 2>/dev/null || "$PYTHON" -m pip install -q --no-deps "cohere-melody==0.15.3"
 "$PYTHON" -c 'import setuptools, wheel, sys; sys.exit(int(setuptools.__version__.split(".")[0]) < 68)' 2>/dev/null \
   || "$PYTHON" -m pip install -q "setuptools>=68" wheel
-"$PYTHON" -I -c 'import thinkgate, os, sys; sys.exit(os.path.dirname(os.path.dirname(thinkgate.__file__)) != sys.argv[1])' "$ROOT" 2>/dev/null \
-  || "$PYTHON" -m pip install -q --no-deps --no-build-isolation -e .
+# thinkgate from this checkout, installed again when its packaging (packages, entry points, extensions)
+# changed since the last install into this venv
+STAMP="$(cat pyproject.toml setup.py | sha256sum | cut -c1-16)"
+if ! "$PYTHON" -I -c 'import thinkgate, os, sys; sys.exit(os.path.dirname(os.path.dirname(thinkgate.__file__)) != sys.argv[1])' "$ROOT" 2>/dev/null \
+   || [ "$(cat "$DIR/.thinkgate-install" 2>/dev/null)" != "$STAMP" ]; then
+  "$PYTHON" -m pip install -q --no-deps --no-build-isolation -e . && echo "$STAMP" > "$DIR/.thinkgate-install"
+fi
 "$PYTHON" -I -c 'import vllm, xgrammar, torch, thinkgate.reasoning as thinkgate; from importlib.metadata import version as v; print("vllm", vllm.__version__, "xgrammar", v("xgrammar"), "torch", torch.__version__, "thinkgate from", thinkgate.__file__)'
 rc=0
 if [[ " $ENGINES " == *" vllm "* ]]; then

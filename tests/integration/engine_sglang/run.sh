@@ -15,6 +15,11 @@ DIR="${THINKGATE_SGLANG_DIR:-.venv-sglang}"
 PYTHON="$(cd "$DIR" && pwd)/bin/python"
 (cd / && "$PYTHON" -c 'import sglang.srt.constrained.base_grammar_backend' 2>/dev/null) \
   || { echo "$DIR cannot import sglang's grammar backend modules" >&2; exit 2; }
-"$PYTHON" -I -c 'import thinkgate, os, sys; sys.exit(os.path.dirname(os.path.dirname(thinkgate.__file__)) != sys.argv[1])' "$ROOT" 2>/dev/null \
-  || "$PYTHON" -m pip install -q --no-deps --no-build-isolation -e .
+# thinkgate from this checkout, installed again when its packaging (packages, entry points, extensions)
+# changed since the last install into this venv
+STAMP="$(cat pyproject.toml setup.py | sha256sum | cut -c1-16)"
+if ! "$PYTHON" -I -c 'import thinkgate, os, sys; sys.exit(os.path.dirname(os.path.dirname(thinkgate.__file__)) != sys.argv[1])' "$ROOT" 2>/dev/null \
+   || [ "$(cat "$DIR/.thinkgate-install" 2>/dev/null)" != "$STAMP" ]; then
+  "$PYTHON" -m pip install -q --no-deps --no-build-isolation -e . && echo "$STAMP" > "$DIR/.thinkgate-install"
+fi
 exec "$PYTHON" -m pytest -q -p no:warnings tests/integration/engine_sglang "$@"

@@ -19,7 +19,7 @@ import torch
 
 from thinkgate.kernels.api import apply_token_bitmask_inplace
 
-from ..registration import Patch
+from thinkgate.engines.registration import Patch
 
 __all__ = ["PATCH", "apply_grammar_bitmask", "install", "uninstall", "installed"]
 

@@ -1,6 +1,6 @@
 """thinkgate's reasoning parsers as a vLLM 0.34 reasoning-parser plugin.
 
-Load it with ``vllm serve MODEL --reasoning-parser-plugin thinkgate.reasoning.vllm_plugin
+Load it with ``vllm serve MODEL --reasoning-parser-plugin thinkgate.engines.vllm.reasoning_parsers
 --reasoning-parser thinkgate_qwen3`` (the path of this file works too: vLLM's ``import_plugin`` then
 loads it as a module of its own name, which is why everything below imports ``thinkgate`` absolutely).
 Importing this module registers every thinkgate family with vLLM's ``ReasoningParserManager`` under
@@ -77,7 +77,7 @@ from thinkgate.reasoning.markers import TokenMarkerParser
 from thinkgate.reasoning.registry import get_reasoning_parser, list_reasoning_parsers
 from thinkgate.reasoning.vocabulary import Vocabulary
 
-from ..registration import PerModel, register_subclasses
+from thinkgate.engines.registration import PerModel, register_subclasses
 
 if TYPE_CHECKING:
     from vllm.entrypoints.openai.chat_completion.protocol import ChatCompletionRequest

@@ -43,7 +43,7 @@ from thinkgate.structured_output.compilation.constraints import Constraint
 from thinkgate.structured_output.compilation.schema_support import new_matcher, output_problem
 from thinkgate.structured_output.compilation.xgrammar_adapter import GrammarBuilder
 
-from ..registration import Patch
+from thinkgate.engines.registration import Patch
 
 __all__ = ["PATCH", "ThinkgateBackend", "ThinkgateGrammar", "constraint_of", "handled_by_xgrammar", "install",
            "uninstall", "installed"]

@@ -1,6 +1,6 @@
 """thinkgate's tool-call formats as vLLM 0.34 tool-parser plugins.
 
-Load it with ``vllm serve MODEL --tool-parser-plugin thinkgate.structured_output.vllm_tool_plugin
+Load it with ``vllm serve MODEL --tool-parser-plugin thinkgate.engines.vllm.tool_parsers
 --tool-call-parser thinkgate_qwen3_6 --enable-auto-tool-choice`` (the path of this file works too: vLLM's
 ``import_plugin`` then loads it as a module of its own name, which is why everything below imports
 ``thinkgate`` absolutely). Importing this module registers every thinkgate tool format with vLLM's
@@ -93,12 +93,14 @@ from vllm.entrypoints.openai.responses.protocol import ResponsesRequest
 from vllm.sampling_params import StructuredOutputsParams
 from vllm.tool_parsers.abstract_tool_parser import ToolParser, ToolParserManager
 
-from thinkgate.reasoning.vllm_plugin import vocabulary_of
+from thinkgate.engines.vllm.reasoning_parsers import vocabulary_of
 from thinkgate.reasoning.vocabulary import Vocabulary
-from thinkgate.structured_output.parse_request import RequestParser
-from thinkgate.structured_output.parser import Parser
+from thinkgate.structured_output.frontend.parse_request import RequestParser
+from thinkgate.structured_output.frontend.parser import Parser
 from thinkgate.structured_output.tools import build_tool_constraint, list_tool_formats
-from thinkgate.structured_output.xgrammar_adapter import GrammarBuilder
+from thinkgate.structured_output.compilation.xgrammar_adapter import GrammarBuilder
+
+from thinkgate.engines.registration import PerModel, register_subclasses
 
 __all__ = ["PREFIX", "REGISTERED", "ThinkgateVllmToolParser", "register_vllm_tool_parsers", "request_tools",
            "to_vllm_delta", "vllm_tool_name"]
