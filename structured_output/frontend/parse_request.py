@@ -46,18 +46,26 @@ from __future__ import annotations
 
 import codecs
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
-from thinkgate.reasoning.base import ReasoningStream, ReasoningTracker
+from thinkgate.reasoning.base import ReasoningParser, ReasoningStream, ReasoningTracker
+from thinkgate.reasoning.vocabulary import Vocabulary
 
-from .parse_result import ParseResult, StreamEnd, chunk_delta, finish_reason_for
-from ..tools import MarkedDecoder, Strictness, ToolCall, ToolReader, ToolStream
+from ..tools import MarkedDecoder, Strictness, ToolCall, ToolFormat, ToolReader, ToolStream
 from ..tools.call_delta import CallDelta, merge_call_deltas
+from .parse_result import ParseResult, StreamEnd, chunk_delta, finish_reason_for
 
-if TYPE_CHECKING:
-    from .parser import Parser
+__all__ = ["RequestParser", "ModelSetup"]
 
-__all__ = ["RequestParser"]
+
+class ModelSetup(Protocol):
+    """What a request's view reads of its model's :class:`~.parser.Parser` (declared here: ``parser.py``
+    builds the views, so this module does not import it)."""
+
+    vocabulary: Vocabulary
+    chat_template_kwargs: dict[str, Any]
+    reasoning_parser: ReasoningParser | None
+    tool_format: ToolFormat | None
 
 
 class RequestParser:
@@ -66,7 +74,7 @@ class RequestParser:
     ``parse`` keeps no state. ``parse_delta`` / ``finish`` keep the state of one stream: call them from one
     thread at a time, in the order of the output (a view per request; views share nothing but the Parser)."""
 
-    def __init__(self, parser: Parser, *, tools: Sequence[Mapping[str, Any]] | None,
+    def __init__(self, parser: ModelSetup, *, tools: Sequence[Mapping[str, Any]] | None,
                  tool_choice: str | Mapping[str, Any] | None, parallel_tool_calls: bool, include_reasoning: bool,
                  chat_template_kwargs: Mapping[str, Any] | None, prompt_token_ids: Sequence[int],
                  strictness: Strictness, constrained: bool | None = None, read_undeclared: bool = False) -> None:
