@@ -45,6 +45,15 @@ def _tracked_init(self: Compiler, *args: object, **kwargs: object) -> None:
 
 
 Compiler.__init__ = _tracked_init  # type: ignore[method-assign]
+_KEPT: weakref.WeakSet[Compiler] = weakref.WeakSet()
+
+
+@pytest.fixture(scope="session")
+def keep_compiler():
+    """For a session-scoped fixture that owns a compiler across modules and closes it itself (an engine
+    backend built once, as the engine builds one per server): ``keep_compiler(c)`` exempts ``c`` from the
+    closing after each module."""
+    return _KEPT.add
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -55,7 +64,7 @@ def _close_the_modules_compilers():
     if support is not None:
         support.manager.cache_clear()
     for comp in list(_STARTED):
-        if comp not in before:
+        if comp not in before and comp not in _KEPT:
             comp.close()
     gc.collect()
 

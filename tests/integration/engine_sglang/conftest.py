@@ -31,7 +31,7 @@ def ds_tokenizer():
 
 
 @pytest.fixture(scope="session")
-def backends(ds_tokenizer):
+def backends(ds_tokenizer, keep_compiler):
     """One thinkgate backend per (vocabulary, reasoning parser), built on first use and shared (as
     SGLang builds one per server); closed at the end."""
     from thinkgate.reasoning import load_vocabulary
@@ -51,6 +51,7 @@ def backends(ds_tokenizer):
                 width = tok.logits_width
             b = ThinkgateGrammarBackend(tok, width, parser, compiler=compilers.get(vocab_name))
             compilers.setdefault(vocab_name, b.compiler)
+            keep_compiler(b.compiler)  # shared by the modules; closed below
             made[key] = b
         return made[key]
 
