@@ -43,10 +43,12 @@ again: the worker has already proved that it is valid and how long it takes. The
 the worker's driver thread, outside the GIL for the xgrammar calls.
 
 xgrammar's own cache is on in each worker (and in the parent's recompile path) for JSON schemas and
-objects (``_compile_worker.CACHED_KINDS``: xgrammar's cached compile goes through the grammar's text,
-which some structural tags do not survive), bounded by ``xgrammar_cache_bytes`` each: it keeps the
-token masks of rules that different grammars share (JSON
-strings, numbers, ...), so a schema never seen before compiles in a fraction of the time. A worker is
+objects, and for structural tags (tool constraints) whose grammar survives its text round trip
+(``_compile_worker.cache_safe``: xgrammar's cached compile goes through the grammar's text, which some
+structural tags do not survive), bounded by ``xgrammar_cache_bytes`` each: it keeps the token masks of
+rules by their content, so rules a grammar repeats (JSON strings, numbers, each tool's call syntax) are
+computed once, a schema never seen before compiles in a fraction of the time, and a tool set that shares
+tools with an earlier one reuses their masks. A worker is
 reused across jobs, so its cache lives as long as it does; a killed worker takes its cache with it.
 The zygote compiles nothing, so forks start with an empty cache. Memory: at most ``max_workers``
 caches of ``xgrammar_cache_bytes``.
@@ -166,8 +168,8 @@ class _Decoder:
     def __init__(self, tokenizer_info: xgr.TokenizerInfo, num_threads: int, num_words: int,
                  text_may_allow_all: bool, whitespace: WhitespaceLexicon, xgrammar_cache_bytes: int) -> None:
         self.tokenizer_info = tokenizer_info
-        # the recompile path (grammars too large to ship): xgrammar's own cache, bounded, for the kinds the
-        # workers use it for (_compile_worker.CACHED_KINDS)
+        # the recompile path (grammars too large to ship): xgrammar's own cache, bounded, for the grammars the
+        # worker found safe for it (_compile_worker.cache_safe)
         self.xgr = xgr.GrammarCompiler(tokenizer_info, max_threads=num_threads, cache_enabled=False)
         self.xgr_cached = (xgr.GrammarCompiler(tokenizer_info, max_threads=num_threads, cache_enabled=True,
                                                cache_limit_bytes=xgrammar_cache_bytes)
@@ -182,12 +184,11 @@ class _Decoder:
             raise ValueError(reply[1])
         if form == "error":
             raise RuntimeError(reply[1])
-        _, payload, token_level, _ = reply
+        _, payload, token_level, _, cache_safe = reply
         if form == "compiled":
             compiled = xgr.CompiledGrammar.deserialize_json(payload, self.tokenizer_info)
         else:  # "grammar": proved valid and quick to compile in the worker (see the module docstring)
-            use = (self.xgr_cached if self.xgr_cached is not None and constraint.kind in _wire.CACHED_KINDS
-                   else self.xgr)
+            use = self.xgr_cached if self.xgr_cached is not None and cache_safe else self.xgr
             compiled = use.compile_grammar(xgr.Grammar.deserialize_json(payload))
         ws = constraint.whitespace_bound
         bound = self.whitespace.bound(ws) if ws is not None else None  # built once per model and bound
