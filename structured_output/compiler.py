@@ -28,10 +28,11 @@ Each job has a deadline (``timeout_s`` of ``submit``, else ``compile_timeout_s``
 joins a running compile extends it to its own). When it passes, the worker is killed with SIGKILL
 and its memory goes with it; the future fails with ``TimeoutError``; the next job gets a fresh fork.
 A job still queued at its deadline fails without starting. A job that runs longer than
-``slow_after_s`` is moved to a slow lane: its worker's threads are reniced (lower CPU priority, so
-fresh jobs keep their share of the CPU while hostile ones grind), the job no longer holds back
-others (a new job forks its own worker), and the worker exits once the job ends (a reniced process
-cannot be raised back). A worker that dies (a crash inside xgrammar) fails its job with
+``slow_after_s`` no longer holds back others (a new job forks its own worker), and once another job
+waits or runs beside it, it moves to a slow lane: its worker's threads are reniced (lower CPU priority,
+so fresh jobs keep their share of the CPU while hostile ones grind) and the worker exits once the job
+ends (a reniced process cannot be raised back). A long compile alone is not reniced: on a machine
+loaded by other work that would only starve it (a tool constraint of many tools is a long compile). A worker that dies (a crash inside xgrammar) fails its job with
 ``RuntimeError``; the zygote is restarted if it dies.
 
 What comes back: a compiled grammar as ``CompiledGrammar.serialize_json()``, deserialized in the
@@ -252,6 +253,8 @@ class _WorkerPool:
     """The zygote, the worker processes and their driver threads (see the module docstring)."""
 
     SLOW_NICENESS = 10
+    CONTENTION_POLL_S = 0.05
+    """How often a compile past ``slow_after_s`` looks for another job it should give way to."""
 
     def __init__(self, table: Any, decoder: _Decoder, *, num_workers: int, max_workers: int, num_threads: int,
                  slow_after_s: float, idle_s: float, settings: dict[str, Any], name: str) -> None:
@@ -507,13 +510,15 @@ class _WorkerPool:
                                  kill=True, timeout=True)
                     return None
                 wait = job.deadline - now
-                if not proc.slow:
-                    wait = min(wait, max(0.0, job.started + self._slow_after_s - now))
+                if not proc.slow:  # past slow_after_s, look again for contention every CONTENTION_POLL_S
+                    wait = min(wait, max(self.CONTENTION_POLL_S if now >= job.started + self._slow_after_s else 0.0,
+                                         job.started + self._slow_after_s - now))
                 ready, _, _ = select.select([proc.sock], [], [], wait)
                 if ready:
                     reply = _wire.recv_obj(proc.sock)
                     break
-                if not proc.slow and time.monotonic() >= job.started + self._slow_after_s:
+                if (not proc.slow and time.monotonic() >= job.started + self._slow_after_s
+                        and self._contended(job)):
                     proc.slow = True  # the slow lane: lower priority, retire after this job
                     proc.renice(self.SLOW_NICENESS)
         except (EOFError, OSError, ValueError) as e:  # died (or killed: then the job is settled already)
@@ -536,6 +541,15 @@ class _WorkerPool:
         else:
             self._settle(job, result=result)
         return keep
+
+    def _contended(self, job: _Job) -> bool:
+        """Whether a job other than ``job`` waits or runs at full priority: only then does a slow
+        compile give way (renicing it while nothing else needs the CPU would only hand its share to
+        other processes of the machine)."""
+        with self._cond:
+            return bool(self._queue) or any(
+                j is not job and j.state == "running" and j.proc is not None and not j.proc.slow
+                for j in self._jobs.values())
 
     # -- introspection and shutdown ---------------------------------------------------------------
     def worker_pids(self) -> list[int]:
@@ -631,7 +645,8 @@ class Compiler:
     max_workers:
         Most worker processes at once (bounds memory; past it, jobs wait in FIFO order).
     slow_after_s:
-        A compile running longer than this moves to the slow lane (see the module docstring).
+        A compile running longer than this moves to the slow lane once another job waits or runs
+        (see the module docstring).
     worker_idle_s:
         An extra worker (beyond ``num_threads``) exits after this long without work.
     ship_compiled_max_bytes, recompile_max_s:
