@@ -22,7 +22,8 @@ this multi-threaded process) that imports xgrammar and builds the vocabulary's `
 once; it is sent the vocabulary table, not a serialized ``TokenizerInfo``. Workers are forks of the
 zygote (milliseconds each, tokenizer tables shared copy-on-write); ``num_threads`` of them are forked
 at once and stay; more are forked whenever a job finds no free worker, up to ``max_workers`` (then
-jobs wait in FIFO order); extra workers exit after ``worker_idle_s`` without work.
+jobs wait in FIFO order); extra workers exit after ``worker_idle_s`` without work. A job goes to the
+worker that became free last: its xgrammar cache (below) holds the most recent rules.
 
 Each job has a deadline (``timeout_s`` of ``submit``, else ``compile_timeout_s``; a ``submit`` that
 joins a running compile extends it to its own). When it passes, the worker is killed with SIGKILL
@@ -266,7 +267,12 @@ class _WorkerPool:
         self._idle_s = idle_s
         self._settings = {**settings, "num_threads": num_threads}
         self._name = name
-        self._cond = threading.Condition()
+        self._lock = threading.RLock()
+        self._cond = threading.Condition(self._lock)
+        # idle drivers, each waiting on its own condition, most recently idle last: a job wakes the
+        # driver that finished last, whose worker's xgrammar cache holds the most recent rules (an
+        # agent's next tool set shares most of its tools with the last one)
+        self._idle: list[threading.Condition] = []
         self._queue: deque[_Job] = deque()
         self._jobs: dict[Future, _Job] = {}  # every unsettled job, by its future
         self._threads: set[threading.Thread] = set()
@@ -375,7 +381,8 @@ class _WorkerPool:
             self._queue.append(job)
             if self._available < len(self._queue) and len(self._threads) < self._max_workers:
                 self._start_thread(standing=False)
-            self._cond.notify()
+            if self._idle:  # the most recently idle driver (see __init__); off the stack, so the next
+                self._idle.pop().notify()  # job wakes another
         return job.future
 
     def extend(self, fut: Future, deadline: float) -> None:
@@ -438,6 +445,7 @@ class _WorkerPool:
         """A driver thread: owns one worker process at a time and runs jobs on it."""
         proc: _Proc | None = None
         me = threading.current_thread()
+        mine = threading.Condition(self._lock)
         try:
             while True:
                 if proc is None:
@@ -450,9 +458,14 @@ class _WorkerPool:
                         proc = None
                 with self._cond:
                     while not self._queue and not self._closed:
-                        if not self._cond.wait(None if standing else self._idle_s) and not self._queue:
-                            if not standing:
-                                return  # idle too long: an extra worker goes away
+                        self._idle.append(mine)
+                        try:
+                            woken = mine.wait(None if standing else self._idle_s)
+                        finally:
+                            if mine in self._idle:  # not taken off by a submit's wake-up
+                                self._idle.remove(mine)
+                        if not woken and not self._queue and not standing:
+                            return  # idle too long: an extra worker goes away
                     if self._closed:
                         return
                     job = self._queue.popleft()
@@ -587,6 +600,8 @@ class _WorkerPool:
             procs = list(self._procs)
             self._procs.clear()
             threads = list(self._threads)
+            while self._idle:
+                self._idle.pop().notify()
             self._cond.notify_all()
         for job in jobs:
             self._settle(job, exc=RuntimeError("the compiler was closed"), kill=True)

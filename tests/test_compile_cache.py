@@ -125,3 +125,21 @@ def test_a_thousand_submits_of_one_tool_set_compile_once(qwen_vocab):
         assert s.compiles == 1 and s.cache_hits + s.joins == 999 and s.failures == 0
     finally:
         comp.close()
+
+
+def test_sequential_compiles_run_on_the_worker_that_finished_last(qwen_vocab):
+    """Its xgrammar cache holds the last tool set's rules (standing workers are woken last-idle first)."""
+    comp = Compiler(qwen_vocab, num_threads=2)
+    try:
+        assert comp.wait_ready(120)
+        pool = comp._pool
+        pids: list[int] = []
+        run = pool._run
+        pool._run = lambda proc, job: (pids.append(proc.pid), run(proc, job))[1]
+        for i in range(6):
+            comp.compile(Constraint.json_schema({"type": "object", "properties": {f"k{i}": {"type": "integer"}}}),
+                         timeout=60)
+        assert len(pids) == 6 and len(set(pids)) == 1, pids
+        assert len(comp.worker_pids()) == 2  # the other one stands by for concurrent jobs
+    finally:
+        comp.close()
