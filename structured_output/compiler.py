@@ -33,8 +33,9 @@ A job still queued at its deadline fails without starting. A job that runs longe
 waits or runs beside it, it moves to a slow lane: its worker's threads are reniced (lower CPU priority,
 so fresh jobs keep their share of the CPU while hostile ones grind) and the worker exits once the job
 ends (a reniced process cannot be raised back). A long compile alone is not reniced: on a machine
-loaded by other work that would only starve it (a tool constraint of many tools is a long compile). A worker that dies (a crash inside xgrammar) fails its job with
-``RuntimeError``; the zygote is restarted if it dies.
+loaded by other work that would only starve it (a tool constraint of many tools is a long compile).
+A worker that dies (a crash inside xgrammar) fails its job with ``RuntimeError``; the zygote is
+restarted if it dies.
 
 What comes back: a compiled grammar as ``CompiledGrammar.serialize_json()``, deserialized in the
 parent against the parent's own ``TokenizerInfo``. A grammar whose compiled form is larger than
