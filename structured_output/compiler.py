@@ -37,13 +37,16 @@ loaded by other work that would only starve it (a tool constraint of many tools 
 A worker that dies (a crash inside xgrammar) fails its job with ``RuntimeError``; the zygote is
 restarted if it dies.
 
-What comes back: a compiled grammar as ``CompiledGrammar.serialize_json()``, deserialized in the
-parent against the parent's own ``TokenizerInfo``. A grammar whose compiled form is larger than
-``ship_compiled_max_bytes`` (a grammar that is megabytes of token masks costs several times its compile
-to serialize and parse: its JSON form is about ten times its memory size) and that
-compiled within ``recompile_max_s`` comes back as its ``Grammar`` instead, and the parent compiles it
-again: the worker has already proved that it is valid and how long it takes. The parent's part (deserialize or recompile, then the first-token row) runs on
-the worker's driver thread, outside the GIL for the xgrammar calls.
+What comes back: a grammar that compiled within ``recompile_max_s`` (and whose compiled form is larger
+than ``ship_compiled_max_bytes``, by default 0: every one) comes back as its ``Grammar``, and the parent
+compiles it again: the worker has already proved that it is valid and how long it takes, and the
+compiled form costs more to ship than to compile (its JSON is token masks as numbers, several times
+its memory size: a JSON schema's 300 KB cost about 10 ms to write, send and parse against a 1.4 ms
+compile; a tool constraint's megabytes several times its compile), while the grammar is a few KB and the
+parent's compile reads xgrammar's cache warmed by earlier ones. A slower compile comes back compiled, as
+``CompiledGrammar.serialize_json()``, deserialized against the parent's own ``TokenizerInfo``. The
+parent's part (deserialize or recompile, then the first-token row) runs on the worker's driver thread,
+outside the GIL for the xgrammar calls.
 
 xgrammar's own cache is on in each worker (and in the parent's recompile path) for JSON schemas and
 objects, and for structural tags (tool constraints) whose grammar survives its text round trip
@@ -666,11 +669,11 @@ class Compiler:
     worker_idle_s:
         An extra worker (beyond ``num_threads``) exits after this long without work.
     ship_compiled_max_bytes, recompile_max_s:
-        A compiled grammar larger than ``ship_compiled_max_bytes`` that compiled within
+        A compiled grammar larger than ``ship_compiled_max_bytes`` (default 0: any) that compiled within
         ``recompile_max_s`` is compiled again in the parent instead of being serialized: its JSON form
-        is about ten times its memory size (token masks as numbers) and costs several times the compile
-        to write and to read back, so compiling twice is the cheaper way home
-        (``python -m bench tools`` measures the tool constraints, the large ones).
+        is several times its memory size (token masks as numbers) and costs more than the compile to
+        write and to read back, so compiling twice is the cheaper way home (``python -m bench tools``
+        measures the tool constraints).
     xgrammar_cache_bytes:
         Bound of xgrammar's own compiler cache in each worker and in the parent (0: off); see the
         module docstring.
@@ -679,7 +682,7 @@ class Compiler:
     def __init__(self, vocabulary: Vocabulary | str | Any, *, num_threads: int = 2,
                  cache_limit_bytes: int = 512 << 20, sync_validate_max_bytes: int = 0,
                  compile_timeout_s: float = 60.0, max_workers: int = 16, slow_after_s: float = 0.5,
-                 worker_idle_s: float = 60.0, ship_compiled_max_bytes: int = 1 << 20,
+                 worker_idle_s: float = 60.0, ship_compiled_max_bytes: int = 0,
                  recompile_max_s: float = 30.0, xgrammar_cache_bytes: int = 64 << 20) -> None:
         if isinstance(num_threads, bool) or not isinstance(num_threads, int) or num_threads < 1:
             raise ValueError(f"num_threads must be a positive integer, got {num_threads!r}")

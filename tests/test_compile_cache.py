@@ -143,3 +143,30 @@ def test_sequential_compiles_run_on_the_worker_that_finished_last(qwen_vocab):
         assert len(comp.worker_pids()) == 2  # the other one stands by for concurrent jobs
     finally:
         comp.close()
+
+
+@pytest.mark.parametrize("make", [
+    lambda: Constraint.json_schema({"type": "object", "properties": {"a": {"type": "string"}, "b": {"type": "integer"}},
+                                    "required": ["a"]}),
+    lambda: build_tool_constraint(BASE_TOOLS[:3], "required", format="hermes"),
+])
+def test_shipped_and_recompiled_grammars_give_the_same_rows(qwen_vocab, make):
+    """The two ways home (the compiled grammar shipped as JSON, or the grammar compiled again in the parent)
+    give the same rows; the default takes the second."""
+    c = make()
+    ship = Compiler(qwen_vocab, num_threads=1, ship_compiled_max_bytes=1 << 40)
+    again = Compiler(qwen_vocab, num_threads=1)
+    try:
+        forms: list[str] = []
+        for comp in (ship, again):
+            decode = comp._decoder.decode
+            comp._decoder.decode = lambda constraint, reply, started, d=decode: (forms.append(reply[0]),
+                                                                                  d(constraint, reply, started))[1]
+        a, b = ship.compile(c, timeout=120), again.compile(c, timeout=120)
+        assert forms == ["compiled", "grammar"]
+        assert (a.initial_mask == b.initial_mask).all()
+        for seed in random.Random().sample(range(1 << 30), 3):
+            _walk_equal(a.grammar, b.grammar, qwen_vocab, ship.num_words, seed, steps=60)
+    finally:
+        ship.close()
+        again.close()
