@@ -20,6 +20,9 @@ Columns, per schema kind (the corpus's source: Github, Glaiveai2K, Kubernetes, .
   (xgrammar's public fill; for ``new``, the bounded matcher's fill: xgrammar's native fill and the
   bound's row clear in one C call, as the manager does it), median over
   ``--repeat`` walks, the three ways interleaved;
+- ``svc_ms``: the same constraint through the compile service, ``Compiler.compile`` on a started compiler
+  (validation and compile in a worker, the parent's compile, the first row: what a request waits for),
+  warm with the schemas before it; ``svc/xgr_on_ms`` its paired ratio to ``xgr_on_ms`` (issue 23: <= 1);
 - ratios ``new/xgr`` and ``old/xgr`` of each, measured in the same run (read these: the machine is shared).
 
 Results go to ``bench-results/jsonws.jsonl``.
@@ -83,6 +86,7 @@ def main(args: argparse.Namespace) -> int:
     import xgrammar as xgr
 
     from bench.harness import print_table, progress, write_rows
+    from thinkgate.structured_output.compilation.compiler import Compiler
     from thinkgate.structured_output.compilation.constraints import Constraint
     from thinkgate.structured_output.compilation.jsonws.bound import WhitespaceLexicon
     from thinkgate.structured_output.compilation.xgrammar_adapter import (GrammarBuilder, _fix_bounded_json_strings,
@@ -101,6 +105,8 @@ def main(args: argparse.Namespace) -> int:
         cold = xgr.GrammarCompiler(tinfo, max_threads=args.threads, cache_enabled=False)
         warm = {w: xgr.GrammarCompiler(tinfo, max_threads=args.threads, cache_enabled=True,
                                        cache_limit_bytes=args.cache_mb << 20) for w in WAYS}
+        service = Compiler(vocab, num_threads=args.threads)
+        service.wait_ready(300)  # the start-up is per model, not per compile
         words = (vocab.logits_width + 31) // 32
         bm = torch.zeros((1, words), dtype=torch.int32)
         npbm = bm.numpy()
@@ -127,6 +133,10 @@ def main(args: argparse.Namespace) -> int:
                     t0 = time.perf_counter()
                     warm[w].compile_grammar(grammars[w]())
                     row[f"{w}_on_ms"] = (time.perf_counter() - t0) * 1e3
+                t0 = time.perf_counter()
+                service.compile(c, timeout=120)
+                row["svc_ms"] = (time.perf_counter() - t0) * 1e3
+                row["svc/xgr_on_ms"] = row["svc_ms"] / row["xgr_on_ms"]
             except Exception as e:  # noqa: BLE001 - a schema this xgrammar cannot take on this vocabulary
                 progress(f"{vname}: {entry['source']}: skipped ({type(e).__name__})")
                 continue
@@ -153,6 +163,7 @@ def main(args: argparse.Namespace) -> int:
             per.append(row)
             if (n + 1) % 10 == 0:
                 progress(f"{vname}: {n + 1}/{len(corpus)} schemas")
+        service.close()
         for kind in [*dict.fromkeys(r["kind"] for r in per), "all"]:
             rows = [r for r in per if kind in ("all", r["kind"])]
             out = {"vocab": vname, "kind": kind, "n": len(rows), "max_whitespace": B, "load": load}
@@ -164,7 +175,8 @@ def main(args: argparse.Namespace) -> int:
                     out[f"{w}/xgr_{what}"] = _median([r[f"{w}_{what}"] / r[f"xgr_{what}"] for r in rows
                                                       if r[f"xgr_{what}"] > 0])
             all_rows.append(out)
-    cols = ["vocab", "kind", "n", "xgr_on_ms", "xgr_off_ms", "old_off_ms", "new_on_ms", "new/xgr_on_ms",
+    cols = ["vocab", "kind", "n", "xgr_on_ms", "xgr_off_ms", "old_off_ms", "new_on_ms", "new/xgr_on_ms", "svc_ms",
+            "svc/xgr_on_ms",
             "old/xgr_off_ms", "xgr_mb", "old_mb", "new_mb", "new/xgr_mb", "xgr_fill_us", "old_fill_us",
             "new_fill_us", "new/xgr_fill_us", "old/xgr_fill_us"]
     print(f"load average {load:.1f}, bound {B}, medians per kind; ratios are medians of per-schema ratios")

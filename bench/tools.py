@@ -4,16 +4,23 @@ For each format and tool count (default 1, 10, 100 tools from the corpus ``tests
 past its 56 tools, renamed copies), a ``required`` request:
 
 - ``build_ms``: our builder (request normalisation + structural tag), pure Python;
-- ``cold_ms``: the compile on an empty cache (``Compiler.compile``: validation, then xgrammar's mask
-  precomputation), median over ``--repeat`` cold compiles;
+- ``cold_ms``: the compile on empty caches (``Compiler.compile`` on a fresh, started compiler: validation,
+  then xgrammar's mask precomputation in a worker, the parent's part; the compiler's start-up is per model
+  and not counted), median over ``--repeat`` cold compiles;
+- ``swap1_ms``: right after it, on the same compiler, the tool set with its first tool dropped and a new
+  one added (an agent's next turn: the shared tools' rules are in xgrammar's cache);
+- ``mem_mb``: the compiled grammar's memory (``memory_size_bytes``);
 - ``schema_cold_ms``: the same tools compiled cold with the format's keys in the schema's order only
   (what the formats that keep the caller's order compiled before they took any order, see
   ``tools/key_check.py``), alternated with ``cold_ms``; ``cold_x`` the median of the paired ratios
   (absent where the two constraints are the same: Gemma 4, tools of one property);
 - ``cached_us``: the same constraint again (a cache hit: what every later request with these tools pays);
-- ``xgr_cold_ms``: xgrammar's own ``get_model_structural_tag`` for the same tools, compiled cold on
-  the same vocabulary with xgrammar's usual TokenizerInfo (control tokens keep their text), where
-  xgrammar has a tag for the format (the baseline; it lacks our fixes, see tests);
+- ``xgr_cold_ms``: xgrammar's own ``get_model_structural_tag`` for the same tools, compiled cold with
+  xgrammar's defaults (its compiler cache on, cleared first) on the same vocabulary with xgrammar's usual
+  TokenizerInfo (control tokens keep their text), where xgrammar has a tag for the format (the baseline;
+  it lacks our fixes, see tests); ``xgr_nocache_ms`` the same with its cache off; ``xgr_swap1_ms`` its
+  swapped tool set right after ``xgr_cold_ms``; ``xgr_mem_mb`` its memory; ``x_xgr``, ``swap1_x_xgr``
+  and ``mem_x_xgr`` ours / xgrammar's (the issue-23 ratios: at most 1, 1 and 1.5);
 - ``fill_us``: median time of one mask fill while the first tool's call is written (one request,
   one row: the per-step cost the constraint adds), ``fill_max_us`` its maximum.
 
@@ -64,6 +71,9 @@ XGRAMMAR_TAGS = {
 
 
 DEFAULT_FORMATS = ("hermes", "qwen3_6", "deepseek_v4", "gemma4")
+COLUMNS = ["format", "tools", "build_ms", "cold_ms", "xgr_cold_ms", "x_xgr", "xgr_nocache_ms", "swap1_ms",
+           "xgr_swap1_ms", "swap1_x_xgr", "mem_mb", "xgr_mem_mb", "mem_x_xgr", "schema_cold_ms", "cold_x",
+           "cached_us", "fill_us", "fill_max_us", "spec_kb"]
 PROPS_FORMATS = ("gemma4", "hermes", "qwen3_6")
 """The default run (a few minutes on 2 cores): one format of each call syntax family; ``--formats all`` sweeps."""
 
@@ -147,50 +157,73 @@ def main(args: argparse.Namespace) -> int:
         return _props_main(args, names)
     rows = []
     compilers: dict[str, Compiler] = {}
-    xgr_compilers: dict[str, xgr.GrammarCompiler] = {}
+    xgr_compilers: dict[str, tuple] = {}
+
+    def fresh(vocab) -> Compiler:
+        """A started compiler whose caches (ours and xgrammar's, in the workers and the parent) are empty."""
+        comp = Compiler(vocab, num_threads=args.threads)
+        comp.wait_ready(300)  # the start-up (zygote, tables) is per model, not per compile
+        return comp
+
+    def timed_compile(comp: Compiler, constraint) -> tuple[float, object]:
+        t0 = time.perf_counter()
+        compiled = comp.compile(constraint)
+        return (time.perf_counter() - t0) * 1e3, compiled
+
     for fmt in names:
         vocab = format_vocabulary(fmt)
-        comp = compilers.get(vocab.name)
-        if comp is None:
-            progress(f"vocabulary {vocab.name}")
-            comp = compilers[vocab.name] = Compiler(vocab, num_threads=args.threads)
+        progress(f"{fmt}: vocabulary {vocab.name}")
         for n in args.sizes:
-            tools = corpus_tools(n)
+            tools = corpus_tools(n + 1)
             t0 = time.perf_counter()
-            c = build_tool_constraint(tools, "required", format=fmt, **bound(fmt, vocab))
+            c = build_tool_constraint(tools[:n], "required", format=fmt, **bound(fmt, vocab))
             build_ms = (time.perf_counter() - t0) * 1e3
             assert c is not None
-            base = schema_order_constraint(fmt, tools)
-            colds, base_colds = [], []
+            swapped = build_tool_constraint(tools[1:], "required", format=fmt, **bound(fmt, vocab))
+            base = schema_order_constraint(fmt, tools[:n])
+            colds, base_colds, swaps = [], [], []
             for _ in range(max(1, args.repeat)):  # alternated, so that load changes hit both alike
-                comp.clear_cache()
-                t0 = time.perf_counter()
-                compiled = comp.compile(c)
-                colds.append((time.perf_counter() - t0) * 1e3)
+                comp = fresh(vocab)
+                try:
+                    ms, compiled = timed_compile(comp, c)
+                    colds.append(ms)
+                    # the agent's next turn: one tool dropped, one added (shared tools' rules are cached)
+                    swaps.append(timed_compile(comp, swapped)[0])
+                finally:
+                    comp.close()
                 if base is not None and base.key != c.key:
-                    comp.clear_cache()
-                    t0 = time.perf_counter()
-                    comp.compile(base)
-                    base_colds.append((time.perf_counter() - t0) * 1e3)
+                    comp = fresh(vocab)
+                    try:
+                        base_colds.append(timed_compile(comp, base)[0])
+                    finally:
+                        comp.close()
+            comp = compilers.get(vocab.name)
+            if comp is None:
+                comp = compilers[vocab.name] = fresh(vocab)
+            compiled = comp.compile(c)
             hits = []
             for _ in range(50):
                 t0 = time.perf_counter()
                 comp.compile(c)
                 hits.append((time.perf_counter() - t0) * 1e6)
             row = {"format": fmt, "tools": n, "vocab": vocab.name, "build_ms": build_ms,
-                   "cold_ms": statistics.median(colds), "cached_us": statistics.median(hits),
-                   "spec_kb": len(c.spec.encode()) / 1024}
+                   "cold_ms": statistics.median(colds), "swap1_ms": statistics.median(swaps),
+                   "cached_us": statistics.median(hits), "spec_kb": len(c.spec.encode()) / 1024,
+                   "mem_mb": compiled.grammar.memory_size_bytes / 2**20}
             if base_colds:
                 row["schema_cold_ms"] = statistics.median(base_colds)
                 row["cold_x"] = statistics.median(a / b for a, b in zip(colds, base_colds))
             if not args.no_fill:
                 row.update(_fill_times(fmt, vocab, compiled, tools[0]))
             if not args.no_xgrammar and fmt in XGRAMMAR_TAGS:
-                row["xgr_cold_ms"] = _xgrammar_cold(fmt, vocab, tools, xgr_compilers, args)
+                row.update(_xgrammar_cold(fmt, vocab, tools, n, xgr_compilers, args))
+                if row.get("xgr_cold_ms"):
+                    row["x_xgr"] = row["cold_ms"] / row["xgr_cold_ms"]
+                    row["swap1_x_xgr"] = row["swap1_ms"] / row["xgr_swap1_ms"]
+                    row["mem_x_xgr"] = row["mem_mb"] / row["xgr_mem_mb"]
             progress(f"{fmt} x{n}: cold {row['cold_ms']:.0f} ms")
             rows.append(row)
-    cols = ["format", "tools", "build_ms", "cold_ms", "schema_cold_ms", "cold_x", "cached_us", "xgr_cold_ms",
-            "fill_us", "fill_max_us", "spec_kb"]
+    cols = COLUMNS
     print_table(rows, cols)
     if not args.no_write:
         path = write_rows("tools", rows, args.out)
@@ -315,7 +348,10 @@ def _json_equal(a, b) -> bool:
     return type(a) is type(b) and a == b
 
 
-def _xgrammar_cold(fmt, vocab, tools, cache, args) -> float | None:
+def _xgrammar_cold(fmt, vocab, tools, n, cache, args) -> dict:
+    """xgrammar's own tag for ``tools[:n]``: its cold compile with xgrammar's defaults (the compiler cache
+    on, cleared first: ``xgr_cold_ms``) and with the cache off (``xgr_nocache_ms``), then the tag for
+    ``tools[1:]`` right after (``xgr_swap1_ms``, the cache holding the shared tools), and the memory."""
     import json
     import statistics
     import time
@@ -323,24 +359,41 @@ def _xgrammar_cold(fmt, vocab, tools, cache, args) -> float | None:
     import xgrammar as xgr
     from xgrammar.builtin_structural_tag import get_model_structural_tag
 
-    comp = cache.get(vocab.name)
-    if comp is None:
+    pair = cache.get(vocab.name)
+    if pair is None:
         info = xgr.TokenizerInfo(list(vocab.token_bytes), xgr.VocabType.RAW, vocab_size=vocab.logits_width,
                                  stop_token_ids=sorted(vocab.stop_token_ids))
-        comp = cache[vocab.name] = xgr.GrammarCompiler(info, max_threads=args.threads, cache_enabled=False)
-    plain = json.loads(json.dumps(tools))
-    for t in plain:
-        t["function"].pop("strict", None)
+        pair = cache[vocab.name] = (xgr.GrammarCompiler(info, max_threads=args.threads),
+                                    xgr.GrammarCompiler(info, max_threads=args.threads, cache_enabled=False))
+    default, nocache = pair
+
+    def tag(ts):
+        plain = json.loads(json.dumps(ts))
+        for t in plain:
+            t["function"].pop("strict", None)
+        return get_model_structural_tag(XGRAMMAR_TAGS[fmt], tools=plain, tool_choice="required",
+                                        reasoning="disabled")
+
     try:
-        tag = get_model_structural_tag(XGRAMMAR_TAGS[fmt], tools=plain, tool_choice="required", reasoning="disabled")
+        first, second = tag(tools[:n]), tag(tools[1:n + 1])
     except Exception:  # pragma: no cover - a schema xgrammar's builder refuses
-        return None
-    times = []
-    for _ in range(max(1, args.repeat)):
+        return {}
+
+    def ms(comp, t) -> float:
         t0 = time.perf_counter()
-        comp.compile_structural_tag(tag)
-        times.append((time.perf_counter() - t0) * 1e3)
-    return statistics.median(times)
+        comp.compile_structural_tag(t)
+        return (time.perf_counter() - t0) * 1e3
+
+    colds, swaps, plain_ms = [], [], []
+    for _ in range(max(1, args.repeat)):
+        default.clear_cache()
+        colds.append(ms(default, first))
+        swaps.append(ms(default, second))
+        plain_ms.append(ms(nocache, first))
+    default.clear_cache()
+    return {"xgr_cold_ms": statistics.median(colds), "xgr_swap1_ms": statistics.median(swaps),
+            "xgr_nocache_ms": statistics.median(plain_ms),
+            "xgr_mem_mb": nocache.compile_structural_tag(first).memory_size_bytes / 2**20}
 
 
 def _fill_times(fmt, vocab, compiled, tool) -> dict:

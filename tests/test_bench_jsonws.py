@@ -7,8 +7,8 @@ from support import assert_table, read_rows
 from bench.__main__ import main as bench_main
 from bench.jsonws import load_corpus
 
-COLUMNS = ["vocab", "kind", "n", "xgr_on_ms", "xgr_off_ms", "old_off_ms", "new_on_ms", "new/xgr_on_ms",
-           "xgr_mb", "old_mb", "new_mb", "new/xgr_mb", "xgr_fill_us", "old_fill_us", "new_fill_us", "new/xgr_fill_us"]
+COLUMNS = ["vocab", "kind", "n", "xgr_on_ms", "xgr_off_ms", "old_off_ms", "new_on_ms", "new/xgr_on_ms", "svc_ms",
+           "svc/xgr_on_ms", "xgr_mb", "old_mb", "new_mb", "new/xgr_mb", "xgr_fill_us", "old_fill_us", "new_fill_us", "new/xgr_fill_us"]
 
 
 def test_bench_jsonws_tiny(tmp_path, capsys):
@@ -20,6 +20,7 @@ def test_bench_jsonws_tiny(tmp_path, capsys):
     assert rows[-1]["kind"] == "all" and rows[-1]["n"] == 3 == sum(r["n"] for r in rows[:-1])
     for r in rows:
         assert r["xgr_off_ms"] > 0 and r["old_off_ms"] > 0 and r["new_on_ms"] > 0
+        assert r["svc_ms"] > 0 and r["svc/xgr_on_ms"] > 0  # through the compile service, paired
         assert r["new_fill_us"] > 0 and r["old_fill_us"] > 0 and r["xgr_fill_us"] > 0
         # the new way compiles xgrammar's own grammar: the same size, to the byte
         assert r["new_mb"] == r["xgr_mb"] and r["new/xgr_mb"] == 1.0

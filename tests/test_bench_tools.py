@@ -5,10 +5,7 @@ from __future__ import annotations
 from support import assert_table, read_rows
 
 from bench.__main__ import main as bench_main
-from bench.tools import CONFORMANCE_COLUMNS, _render_call, corpus_tools
-
-COLUMNS = ["format", "tools", "build_ms", "cold_ms", "schema_cold_ms", "cold_x", "cached_us", "xgr_cold_ms",
-           "fill_us", "fill_max_us", "spec_kb"]
+from bench.tools import COLUMNS, CONFORMANCE_COLUMNS, _render_call, corpus_tools
 
 
 def test_bench_tools_tiny(tmp_path, capsys):
@@ -24,6 +21,8 @@ def test_bench_tools_tiny(tmp_path, capsys):
                                                         ("deepseek_v31", 2)]
     for r in rows:
         assert r["cold_ms"] > 0 and r["cached_us"] > 0 and r["build_ms"] > 0 and r["xgr_cold_ms"] > 0
+        assert r["swap1_ms"] > 0 and r["xgr_swap1_ms"] > 0 and r["mem_mb"] > 0 and r["mem_x_xgr"] > 0
+        assert r["x_xgr"] == r["cold_ms"] / r["xgr_cold_ms"]
         assert r["cached_us"] < r["cold_ms"] * 1e3  # a cache hit is cheaper than a cold compile
         assert r["fill_us"] is not None and r["fill_us"] > 0  # our grammar accepted the rendered call
         # the schema-order baseline of the same run (the corpus's first tools have several properties)

@@ -14,6 +14,7 @@ import pytest
 import xgrammar as xgr
 
 from thinkgate.structured_output import Compiler, Constraint, StructuredOutputManager
+from thinkgate.structured_output.compilation.compiler import _WorkerPool
 from thinkgate.structured_output.compilation.constraints import MAX_NESTING_DEPTH
 
 
@@ -97,6 +98,34 @@ def test_a_timed_out_compile_is_killed_and_its_memory_freed(comp):
     assert pid not in comp.worker_pids()
     assert comp.stats.timeouts >= 1
     assert comp.compile(trivial(1), timeout=60).constraint == trivial(1)  # a fresh worker takes over
+
+
+def _niceness(pid: int) -> set[int]:
+    try:
+        return {os.getpriority(os.PRIO_PROCESS, int(t)) for t in os.listdir(f"/proc/{pid}/task")}
+    except (OSError, ValueError):
+        return set()
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="per-thread niceness is Linux's")
+def test_a_long_compile_alone_keeps_its_priority_and_gives_way_to_a_second(qwen_vocab):
+    own = Compiler(qwen_vocab, num_threads=2, slow_after_s=0.1)
+    try:
+        assert own.wait_ready(120)
+        base = os.getpriority(os.PRIO_PROCESS, 0)
+        first = own.submit(hostile(7), timeout_s=120)
+        wait_until(lambda: own.running_pid(first) is not None, 60, "the first compile did not start")
+        pid = own.running_pid(first)
+        time.sleep(0.5)  # well past slow_after_s: alone, it is not reniced
+        assert not own._pool._jobs[first].proc.slow and _niceness(pid) == {base}
+        second = own.submit(hostile(8), timeout_s=120)
+        wait_until(lambda: own._pool._jobs[first].proc.slow, 30,
+                   "the long compile did not give way once a second one came")
+        # niceness is absolute: visible where the tests run below it (not under `nice`)
+        assert _niceness(pid) == {max(base, _WorkerPool.SLOW_NICENESS)}
+        assert not first.done() and not second.done()
+    finally:
+        own.close()
 
 
 def test_a_trivial_schema_is_ready_while_12_hostile_ones_compile(qwen_vocab, comp):

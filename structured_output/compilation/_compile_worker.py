@@ -15,10 +15,12 @@ Wire format: length-prefixed pickles (``send_obj`` / ``recv_obj``) on AF_UNIX st
   control socket ends the zygote; its workers die with it (``PR_SET_PDEATHSIG``).
 - parent -> worker: ``constraint``; worker -> parent: ``("invalid", message)`` (the constraint is
   invalid: a ``ValueError`` for the caller), ``("error", message)`` (xgrammar failed), or
-  ``(form, payload, token_level, compile_s)`` where ``form`` is ``"compiled"`` (``payload`` is
+  ``(form, payload, token_level, compile_s, cached)`` where ``form`` is ``"compiled"`` (``payload`` is
   ``CompiledGrammar.serialize_json()``) or ``"grammar"`` (``payload`` is ``Grammar.serialize_json()``
   of a grammar whose compiled form is large but proved quick to compile: the parent compiles it again,
-  which costs less than serializing and parsing megabytes of token masks).
+  which costs less than serializing and parsing megabytes of token masks), and ``cached`` says whether
+  the grammar may go through xgrammar's cached compile (:func:`cache_safe`; the parent's recompile
+  follows it).
 """
 
 from __future__ import annotations
@@ -69,16 +71,41 @@ def vocab_table(vocabulary: Any) -> tuple:
 
 
 CACHED_KINDS = ("json_schema", "json_object")
-"""Constraint kinds compiled with xgrammar's own cache on (when ``xgrammar_cache_bytes`` > 0). xgrammar
-0.2.9's cached compile goes through the grammar's text form, which not every grammar survives (a
-structural tag with ``any_tokens`` and no exclusions fails to parse back), so only the kinds whose
-grammars are known to survive it use the cache."""
+"""Constraint kinds compiled with xgrammar's own cache on (when ``xgrammar_cache_bytes`` > 0) without a
+check: their grammars are known to survive the text round trip of :func:`cache_safe`."""
+
+CHECKED_KINDS = ("structural_tag",)
+"""Constraint kinds compiled with xgrammar's cache where :func:`cache_safe` finds their grammar survives
+the round trip (every tool constraint does; a structural tag with ``any_tokens`` and no exclusions
+does not, and compiles without the cache). The cache is what makes a tool constraint cheap: xgrammar
+keeps the token masks of rules by their content, so the rules a grammar repeats (each tool's JSON
+strings, numbers, the call syntax) are computed once, and the per-tool rules of a tool set stay in the
+cache for the next tool set that shares tools (``python -m bench tools``)."""
+
+
+def cache_safe(kind: str, grammar: Any) -> bool:
+    """Whether ``grammar`` (of a constraint of ``kind``) may be compiled by xgrammar's cached compiler.
+
+    xgrammar 0.2.9's cached compile goes through the grammar's EBNF text, so it compiles the grammar
+    that text parses back to: the same grammar exactly when parsing the text gives the same serialized
+    grammar (a few tens of ms for a tool constraint of 100 tools; content-dependent, so it runs in the
+    worker). Grammars that do not parse back, or parse back to something else, compile uncached."""
+    if kind in CACHED_KINDS:
+        return True
+    if kind not in CHECKED_KINDS:
+        return False
+    import xgrammar as xgr
+
+    try:
+        return xgr.Grammar.from_ebnf(str(grammar)).serialize_json() == grammar.serialize_json()
+    except Exception:  # noqa: BLE001 - does not parse back: compile it uncached
+        return False
 
 
 def compile_one(builder: Any, compiler: Any, constraint: Any, settings: dict[str, Any],
                 cached: Any = None) -> tuple:
-    """Validate and compile ``constraint`` (with ``cached``, xgrammar's cached compiler, for the kinds in
-    :data:`CACHED_KINDS`); the reply described in the module docstring."""
+    """Validate and compile ``constraint`` (with ``cached``, xgrammar's cached compiler, where
+    :func:`cache_safe`); the reply described in the module docstring."""
     from .xgrammar_adapter import xgrammar_message
 
     try:
@@ -88,14 +115,14 @@ def compile_one(builder: Any, compiler: Any, constraint: Any, settings: dict[str
     except Exception as e:  # noqa: BLE001 - reported to the parent
         return ("error", xgrammar_message(e))
     try:
+        use_cache = cached is not None and cache_safe(constraint.kind, grammar)
         t0 = time.perf_counter()
-        use = cached if cached is not None and constraint.kind in CACHED_KINDS else compiler
-        compiled = use.compile_grammar(grammar)
+        compiled = (cached if use_cache else compiler).compile_grammar(grammar)
         compile_s = time.perf_counter() - t0
         if (compiled.memory_size_bytes > settings["ship_compiled_max_bytes"]
                 and compile_s <= settings["recompile_max_s"]):
-            return ("grammar", grammar.serialize_json(), token_level, compile_s)
-        return ("compiled", compiled.serialize_json(), token_level, compile_s)
+            return ("grammar", grammar.serialize_json(), token_level, compile_s, use_cache)
+        return ("compiled", compiled.serialize_json(), token_level, compile_s, use_cache)
     except Exception as e:  # noqa: BLE001
         return ("error", xgrammar_message(e))
 

@@ -22,31 +22,39 @@ this multi-threaded process) that imports xgrammar and builds the vocabulary's `
 once; it is sent the vocabulary table, not a serialized ``TokenizerInfo``. Workers are forks of the
 zygote (milliseconds each, tokenizer tables shared copy-on-write); ``num_threads`` of them are forked
 at once and stay; more are forked whenever a job finds no free worker, up to ``max_workers`` (then
-jobs wait in FIFO order); extra workers exit after ``worker_idle_s`` without work.
+jobs wait in FIFO order); extra workers exit after ``worker_idle_s`` without work. A job goes to the
+worker that became free last: its xgrammar cache (below) holds the most recent rules.
 
 Each job has a deadline (``timeout_s`` of ``submit``, else ``compile_timeout_s``; a ``submit`` that
 joins a running compile extends it to its own). When it passes, the worker is killed with SIGKILL
 and its memory goes with it; the future fails with ``TimeoutError``; the next job gets a fresh fork.
 A job still queued at its deadline fails without starting. A job that runs longer than
-``slow_after_s`` is moved to a slow lane: its worker's threads are reniced (lower CPU priority, so
-fresh jobs keep their share of the CPU while hostile ones grind), the job no longer holds back
-others (a new job forks its own worker), and the worker exits once the job ends (a reniced process
-cannot be raised back). A worker that dies (a crash inside xgrammar) fails its job with
-``RuntimeError``; the zygote is restarted if it dies.
+``slow_after_s`` no longer holds back others (a new job forks its own worker), and once another job
+waits or runs beside it, it moves to a slow lane: its worker's threads are reniced (lower CPU priority,
+so fresh jobs keep their share of the CPU while hostile ones grind) and the worker exits once the job
+ends (a reniced process cannot be raised back). A long compile alone is not reniced: on a machine
+loaded by other work that would only starve it (a tool constraint of many tools is a long compile).
+A worker that dies (a crash inside xgrammar) fails its job with ``RuntimeError``; the zygote is
+restarted if it dies.
 
-What comes back: a compiled grammar as ``CompiledGrammar.serialize_json()``, deserialized in the
-parent against the parent's own ``TokenizerInfo``. A grammar whose compiled form is larger than
-``ship_compiled_max_bytes`` (a grammar that is megabytes of token masks costs several times its compile
-to serialize and parse: its JSON form is about ten times its memory size) and that
-compiled within ``recompile_max_s`` comes back as its ``Grammar`` instead, and the parent compiles it
-again: the worker has already proved that it is valid and how long it takes. The parent's part (deserialize or recompile, then the first-token row) runs on
-the worker's driver thread, outside the GIL for the xgrammar calls.
+What comes back: a grammar that compiled within ``recompile_max_s`` (and whose compiled form is larger
+than ``ship_compiled_max_bytes``, by default 0: every one) comes back as its ``Grammar``, and the parent
+compiles it again: the worker has already proved that it is valid and how long it takes, and the
+compiled form costs more to ship than to compile (its JSON is token masks as numbers, several times
+its memory size: a JSON schema's 300 KB cost about 10 ms to write, send and parse against a 1.4 ms
+compile; a tool constraint's megabytes several times its compile), while the grammar is a few KB and the
+parent's compile reads xgrammar's cache warmed by earlier ones. A slower compile comes back compiled, as
+``CompiledGrammar.serialize_json()``, deserialized against the parent's own ``TokenizerInfo``. The
+parent's part (deserialize or recompile, then the first-token row) runs on the worker's driver thread,
+outside the GIL for the xgrammar calls.
 
 xgrammar's own cache is on in each worker (and in the parent's recompile path) for JSON schemas and
-objects (``_compile_worker.CACHED_KINDS``: xgrammar's cached compile goes through the grammar's text,
-which some structural tags do not survive), bounded by ``xgrammar_cache_bytes`` each: it keeps the
-token masks of rules that different grammars share (JSON
-strings, numbers, ...), so a schema never seen before compiles in a fraction of the time. A worker is
+objects, and for structural tags (tool constraints) whose grammar survives its text round trip
+(``_compile_worker.cache_safe``: xgrammar's cached compile goes through the grammar's text, which some
+structural tags do not survive), bounded by ``xgrammar_cache_bytes`` each: it keeps the token masks of
+rules by their content, so rules a grammar repeats (JSON strings, numbers, each tool's call syntax) are
+computed once, a schema never seen before compiles in a fraction of the time, and a tool set that shares
+tools with an earlier one reuses their masks. A worker is
 reused across jobs, so its cache lives as long as it does; a killed worker takes its cache with it.
 The zygote compiles nothing, so forks start with an empty cache. Memory: at most ``max_workers``
 caches of ``xgrammar_cache_bytes``.
@@ -166,8 +174,8 @@ class _Decoder:
     def __init__(self, tokenizer_info: xgr.TokenizerInfo, num_threads: int, num_words: int,
                  text_may_allow_all: bool, whitespace: WhitespaceLexicon, xgrammar_cache_bytes: int) -> None:
         self.tokenizer_info = tokenizer_info
-        # the recompile path (grammars too large to ship): xgrammar's own cache, bounded, for the kinds the
-        # workers use it for (_compile_worker.CACHED_KINDS)
+        # the recompile path (grammars too large to ship): xgrammar's own cache, bounded, for the grammars the
+        # worker found safe for it (_compile_worker.cache_safe)
         self.xgr = xgr.GrammarCompiler(tokenizer_info, max_threads=num_threads, cache_enabled=False)
         self.xgr_cached = (xgr.GrammarCompiler(tokenizer_info, max_threads=num_threads, cache_enabled=True,
                                                cache_limit_bytes=xgrammar_cache_bytes)
@@ -182,12 +190,11 @@ class _Decoder:
             raise ValueError(reply[1])
         if form == "error":
             raise RuntimeError(reply[1])
-        _, payload, token_level, _ = reply
+        _, payload, token_level, _, cache_safe = reply
         if form == "compiled":
             compiled = xgr.CompiledGrammar.deserialize_json(payload, self.tokenizer_info)
         else:  # "grammar": proved valid and quick to compile in the worker (see the module docstring)
-            use = (self.xgr_cached if self.xgr_cached is not None and constraint.kind in _wire.CACHED_KINDS
-                   else self.xgr)
+            use = self.xgr_cached if self.xgr_cached is not None and cache_safe else self.xgr
             compiled = use.compile_grammar(xgr.Grammar.deserialize_json(payload))
         ws = constraint.whitespace_bound
         bound = self.whitespace.bound(ws) if ws is not None else None  # built once per model and bound
@@ -251,6 +258,8 @@ class _WorkerPool:
     """The zygote, the worker processes and their driver threads (see the module docstring)."""
 
     SLOW_NICENESS = 10
+    CONTENTION_POLL_S = 0.05
+    """How often a compile past ``slow_after_s`` looks for another job it should give way to."""
 
     def __init__(self, table: Any, decoder: _Decoder, *, num_workers: int, max_workers: int, num_threads: int,
                  slow_after_s: float, idle_s: float, settings: dict[str, Any], name: str) -> None:
@@ -262,7 +271,12 @@ class _WorkerPool:
         self._idle_s = idle_s
         self._settings = {**settings, "num_threads": num_threads}
         self._name = name
-        self._cond = threading.Condition()
+        self._lock = threading.RLock()
+        self._cond = threading.Condition(self._lock)
+        # idle drivers, each waiting on its own condition, most recently idle last: a job wakes the
+        # driver that finished last, whose worker's xgrammar cache holds the most recent rules (an
+        # agent's next tool set shares most of its tools with the last one)
+        self._idle: list[threading.Condition] = []
         self._queue: deque[_Job] = deque()
         self._jobs: dict[Future, _Job] = {}  # every unsettled job, by its future
         self._threads: set[threading.Thread] = set()
@@ -371,7 +385,8 @@ class _WorkerPool:
             self._queue.append(job)
             if self._available < len(self._queue) and len(self._threads) < self._max_workers:
                 self._start_thread(standing=False)
-            self._cond.notify()
+            if self._idle:  # the most recently idle driver (see __init__); off the stack, so the next
+                self._idle.pop().notify()  # job wakes another
         return job.future
 
     def extend(self, fut: Future, deadline: float) -> None:
@@ -434,6 +449,7 @@ class _WorkerPool:
         """A driver thread: owns one worker process at a time and runs jobs on it."""
         proc: _Proc | None = None
         me = threading.current_thread()
+        mine = threading.Condition(self._lock)
         try:
             while True:
                 if proc is None:
@@ -446,9 +462,14 @@ class _WorkerPool:
                         proc = None
                 with self._cond:
                     while not self._queue and not self._closed:
-                        if not self._cond.wait(None if standing else self._idle_s) and not self._queue:
-                            if not standing:
-                                return  # idle too long: an extra worker goes away
+                        self._idle.append(mine)
+                        try:
+                            woken = mine.wait(None if standing else self._idle_s)
+                        finally:
+                            if mine in self._idle:  # not taken off by a submit's wake-up
+                                self._idle.remove(mine)
+                        if not woken and not self._queue and not standing:
+                            return  # idle too long: an extra worker goes away
                     if self._closed:
                         return
                     job = self._queue.popleft()
@@ -506,13 +527,15 @@ class _WorkerPool:
                                  kill=True, timeout=True)
                     return None
                 wait = job.deadline - now
-                if not proc.slow:
-                    wait = min(wait, max(0.0, job.started + self._slow_after_s - now))
+                if not proc.slow:  # past slow_after_s, look again for contention every CONTENTION_POLL_S
+                    wait = min(wait, max(self.CONTENTION_POLL_S if now >= job.started + self._slow_after_s else 0.0,
+                                         job.started + self._slow_after_s - now))
                 ready, _, _ = select.select([proc.sock], [], [], wait)
                 if ready:
                     reply = _wire.recv_obj(proc.sock)
                     break
-                if not proc.slow and time.monotonic() >= job.started + self._slow_after_s:
+                if (not proc.slow and time.monotonic() >= job.started + self._slow_after_s
+                        and self._contended(job)):
                     proc.slow = True  # the slow lane: lower priority, retire after this job
                     proc.renice(self.SLOW_NICENESS)
         except (EOFError, OSError, ValueError) as e:  # died (or killed: then the job is settled already)
@@ -535,6 +558,15 @@ class _WorkerPool:
         else:
             self._settle(job, result=result)
         return keep
+
+    def _contended(self, job: _Job) -> bool:
+        """Whether a job other than ``job`` waits or runs at full priority: only then does a slow
+        compile give way (renicing it while nothing else needs the CPU would only hand its share to
+        other processes of the machine)."""
+        with self._cond:
+            return bool(self._queue) or any(
+                j is not job and j.state == "running" and j.proc is not None and not j.proc.slow
+                for j in self._jobs.values())
 
     # -- introspection and shutdown ---------------------------------------------------------------
     def worker_pids(self) -> list[int]:
@@ -572,6 +604,8 @@ class _WorkerPool:
             procs = list(self._procs)
             self._procs.clear()
             threads = list(self._threads)
+            while self._idle:
+                self._idle.pop().notify()
             self._cond.notify_all()
         for job in jobs:
             self._settle(job, exc=RuntimeError("the compiler was closed"), kill=True)
@@ -630,15 +664,16 @@ class Compiler:
     max_workers:
         Most worker processes at once (bounds memory; past it, jobs wait in FIFO order).
     slow_after_s:
-        A compile running longer than this moves to the slow lane (see the module docstring).
+        A compile running longer than this moves to the slow lane once another job waits or runs
+        (see the module docstring).
     worker_idle_s:
         An extra worker (beyond ``num_threads``) exits after this long without work.
     ship_compiled_max_bytes, recompile_max_s:
-        A compiled grammar larger than ``ship_compiled_max_bytes`` that compiled within
+        A compiled grammar larger than ``ship_compiled_max_bytes`` (default 0: any) that compiled within
         ``recompile_max_s`` is compiled again in the parent instead of being serialized: its JSON form
-        is about ten times its memory size (token masks as numbers) and costs several times the compile
-        to write and to read back, so compiling twice is the cheaper way home
-        (``python -m bench tools`` measures the tool constraints, the large ones).
+        is several times its memory size (token masks as numbers) and costs more than the compile to
+        write and to read back, so compiling twice is the cheaper way home (``python -m bench tools``
+        measures the tool constraints).
     xgrammar_cache_bytes:
         Bound of xgrammar's own compiler cache in each worker and in the parent (0: off); see the
         module docstring.
@@ -647,7 +682,7 @@ class Compiler:
     def __init__(self, vocabulary: Vocabulary | str | Any, *, num_threads: int = 2,
                  cache_limit_bytes: int = 512 << 20, sync_validate_max_bytes: int = 0,
                  compile_timeout_s: float = 60.0, max_workers: int = 16, slow_after_s: float = 0.5,
-                 worker_idle_s: float = 60.0, ship_compiled_max_bytes: int = 1 << 20,
+                 worker_idle_s: float = 60.0, ship_compiled_max_bytes: int = 0,
                  recompile_max_s: float = 30.0, xgrammar_cache_bytes: int = 64 << 20) -> None:
         if isinstance(num_threads, bool) or not isinstance(num_threads, int) or num_threads < 1:
             raise ValueError(f"num_threads must be a positive integer, got {num_threads!r}")

@@ -127,7 +127,7 @@ class StructuredOutputManager:
     Lifetimes
     ---------
     Per model (built once, shared): the :class:`~reasoning.Vocabulary`, the reasoning parser instance,
-    and the :class:`~structured_output.compiler.Compiler` (xgrammar compiler, compile pool, byte-bounded
+    and the :class:`~thinkgate.structured_output.compilation.compiler.Compiler` (xgrammar compiler, compile pool, byte-bounded
     cache keyed by :attr:`Constraint.key`). Pass ``compiler=`` to share one among managers of the same
     model; otherwise the manager builds its own.
     Per manager: the preallocated bitmask buffer ``[max_num_seqs * (1 + num_speculative_tokens),

@@ -1,0 +1,172 @@
+"""Tool constraints through xgrammar's compiler cache: the same masks as an uncached compile, the cache
+used where the grammar survives its text round trip (and only there), tool sets that share tools sharing
+the cached rules, and a thousand submits of one tool set compiling once."""
+
+from __future__ import annotations
+
+import json
+import random
+from concurrent.futures import wait
+from pathlib import Path
+
+import pytest
+import torch
+import xgrammar as xgr
+
+from thinkgate.structured_output import Compiler, Constraint
+from thinkgate.structured_output.compilation._compile_worker import cache_safe
+from thinkgate.structured_output.tools import build_tool_constraint
+from thinkgate.structured_output.compilation.xgrammar_adapter import GrammarBuilder
+from thinkgate.testing.vocabularies import format_vocabulary
+
+CORPUS = json.loads((Path(__file__).parent / "data" / "tools" / "corpus.json").read_text(encoding="utf-8"))
+BASE_TOOLS = [e["tool"] for e in CORPUS["tools"] if "shapes" not in e]
+
+
+def _row(matcher: xgr.GrammarMatcher, words: int) -> torch.Tensor:
+    bm = torch.zeros((1, words), dtype=torch.int32)
+    matcher.fill_next_token_bitmask(bm, 0)
+    return bm[0]
+
+
+def _allowed(row: torch.Tensor) -> list[int]:
+    ids = []
+    for w, word in enumerate(row.tolist()):
+        word &= 0xFFFFFFFF
+        while word:
+            low = word & -word
+            ids.append(w * 32 + low.bit_length() - 1)
+            word ^= low
+    return ids
+
+
+PUNCTUATION = ('"', "}", "]", ",", ":", ">", "<", "\n", " ", "0", "1", "true", "[", "{", "</")
+
+
+def _walk_equal(a: xgr.CompiledGrammar, b: xgr.CompiledGrammar, vocab, words: int, seed: int,
+                steps: int) -> int:
+    """A random walk through two compiled forms of one grammar (tokens drawn from the rows, half of the
+    time a punctuation token where one is allowed, so that walks leave strings and reach later
+    arguments and later calls); asserts their rows are equal at every step; returns the steps taken."""
+    rng = random.Random(seed)
+    punct = {vocab.token_id(p) for p in PUNCTUATION if vocab.token_id(p) is not None}
+    ma, mb = xgr.GrammarMatcher(a), xgr.GrammarMatcher(b)
+    for step in range(steps):
+        ra, rb = _row(ma, words), _row(mb, words)
+        assert torch.equal(ra, rb), f"seed {seed}: rows differ at step {step}"
+        allowed = _allowed(ra)
+        if not allowed or ma.is_terminated():
+            return step
+        closing = [t for t in allowed if t in punct]
+        t = rng.choice(closing if closing and rng.random() < 0.5 else allowed)
+        assert ma.accept_token(t) and mb.accept_token(t)
+        if ma.is_terminated():
+            assert mb.is_terminated()
+            return step + 1
+    return steps
+
+
+@pytest.mark.parametrize("fmt", ["hermes", "qwen3_6", "deepseek_v4", "gemma4"])
+def test_tool_masks_through_the_cache_equal_an_uncached_compile(fmt):
+    vocab = format_vocabulary(fmt)
+    comp = Compiler(vocab, num_threads=1, ship_compiled_max_bytes=0)  # the parent's cached recompile path
+    try:
+        tools = BASE_TOOLS[:4]
+        c = build_tool_constraint(tools, "required", format=fmt,
+                                  **({"vocabulary": vocab} if fmt == "gemma4" else {}))
+        ours = comp.compile(c, timeout=120).grammar
+        grammar, _ = GrammarBuilder(vocab).build(c)
+        assert cache_safe(c.kind, grammar)
+        plain = xgr.GrammarCompiler(comp.tokenizer_info, max_threads=1, cache_enabled=False).compile_grammar(grammar)
+        seeds = random.Random().sample(range(1 << 30), 4)  # fresh seeds each run; printed on failure
+        for seed in seeds:
+            _walk_equal(ours, plain, vocab, comp.num_words, seed, steps=120)
+    finally:
+        comp.close()
+
+
+def test_a_grammar_that_does_not_survive_the_round_trip_compiles_uncached(qwen_vocab):
+    tag = Constraint.structural_tag({"type": "any_tokens"})
+    grammar, _ = GrammarBuilder(qwen_vocab).build(tag)
+    assert not cache_safe(tag.kind, grammar)
+    assert not cache_safe("regex", xgr.Grammar.from_regex("a+"))
+    assert cache_safe("json_schema", xgr.Grammar.from_json_schema('{"type": "object"}'))
+    comp = Compiler(qwen_vocab, num_threads=1, ship_compiled_max_bytes=0)
+    try:
+        m = xgr.GrammarMatcher(comp.compile(tag, timeout=60).grammar)
+        assert m.accept_token(qwen_vocab.token_id("<tool_call>"))
+        assert comp._decoder.xgr_cached.get_cache_size_bytes() == 0  # compiled uncached
+    finally:
+        comp.close()
+
+
+def test_tool_sets_that_share_tools_share_the_cached_rules(qwen_vocab):
+    comp = Compiler(qwen_vocab, num_threads=1, ship_compiled_max_bytes=0)
+    try:
+        cache = comp._decoder.xgr_cached
+        comp.compile(build_tool_constraint(BASE_TOOLS[:6], "required", format="hermes"), timeout=120)
+        first = cache.get_cache_size_bytes()
+        assert first > 0  # the tool constraint went through xgrammar's cache
+        comp.compile(build_tool_constraint(BASE_TOOLS[1:7], "required", format="hermes"), timeout=120)
+        # one tool new: its rules are added, the five shared ones are not compiled again
+        assert first < cache.get_cache_size_bytes() < 2 * first
+    finally:
+        comp.close()
+
+
+def test_a_thousand_submits_of_one_tool_set_compile_once(qwen_vocab):
+    comp = Compiler(qwen_vocab, num_threads=2)
+    try:
+        futs = [comp.submit(build_tool_constraint(json.loads(json.dumps(BASE_TOOLS[:5])), "required",
+                                                  format="hermes")) for _ in range(1000)]
+        wait(futs, timeout=120)
+        assert len({id(f.result()) for f in futs}) == 1
+        s = comp.stats
+        assert s.compiles == 1 and s.cache_hits + s.joins == 999 and s.failures == 0
+    finally:
+        comp.close()
+
+
+def test_sequential_compiles_run_on_the_worker_that_finished_last(qwen_vocab):
+    """Its xgrammar cache holds the last tool set's rules (standing workers are woken last-idle first)."""
+    comp = Compiler(qwen_vocab, num_threads=2)
+    try:
+        assert comp.wait_ready(120)
+        pool = comp._pool
+        pids: list[int] = []
+        run = pool._run
+        pool._run = lambda proc, job: (pids.append(proc.pid), run(proc, job))[1]
+        for i in range(6):
+            comp.compile(Constraint.json_schema({"type": "object", "properties": {f"k{i}": {"type": "integer"}}}),
+                         timeout=60)
+        assert len(pids) == 6 and len(set(pids)) == 1, pids
+        assert len(comp.worker_pids()) == 2  # the other one stands by for concurrent jobs
+    finally:
+        comp.close()
+
+
+@pytest.mark.parametrize("make", [
+    lambda: Constraint.json_schema({"type": "object", "properties": {"a": {"type": "string"}, "b": {"type": "integer"}},
+                                    "required": ["a"]}),
+    lambda: build_tool_constraint(BASE_TOOLS[:3], "required", format="hermes"),
+])
+def test_shipped_and_recompiled_grammars_give_the_same_rows(qwen_vocab, make):
+    """The two ways home (the compiled grammar shipped as JSON, or the grammar compiled again in the parent)
+    give the same rows; the default takes the second."""
+    c = make()
+    ship = Compiler(qwen_vocab, num_threads=1, ship_compiled_max_bytes=1 << 40)
+    again = Compiler(qwen_vocab, num_threads=1)
+    try:
+        forms: list[str] = []
+        for comp in (ship, again):
+            decode = comp._decoder.decode
+            comp._decoder.decode = lambda constraint, reply, started, d=decode: (forms.append(reply[0]),
+                                                                                  d(constraint, reply, started))[1]
+        a, b = ship.compile(c, timeout=120), again.compile(c, timeout=120)
+        assert forms == ["compiled", "grammar"]
+        assert (a.initial_mask == b.initial_mask).all()
+        for seed in random.Random().sample(range(1 << 30), 3):
+            _walk_equal(a.grammar, b.grammar, qwen_vocab, ship.num_words, seed, steps=60)
+    finally:
+        ship.close()
+        again.close()
