@@ -450,7 +450,8 @@ class StructuredOutputManager:
                                  f"its thinking on the vocabulary {self.vocabulary.name!r}")
             if self._shortest is None:
                 self._shortest = Shortest(self.vocabulary)
-            reserve = AnswerReserve(self._shortest, max_tokens, DEFAULT_MARGIN)
+            # the margin also covers a step's drafts past the forced end of thinking (their rows are the grammar's)
+            reserve = AnswerReserve(self._shortest, max_tokens, max(DEFAULT_MARGIN, self.num_speculative_tokens + 1))
         req = StructuredRequest(self._ctx, request_id, constraint, tracker, think_limit=limit,
                                 forced=forced if limit == 0 else None, reserve=reserve)
         req.start_compile(self.compile_while_thinking)

@@ -16,7 +16,7 @@ its end marker, the answer and its stop token together, as engines count ``max_t
   (the forced rows of :mod:`.budget`; drafts that follow it are kept, one that deviates is rejected by
   its row), so the output ends with its stop token within ``max_tokens``. ``U`` is not computed every
   step: after a computation that left a slack of ``s`` positions, the next one is ``max(1, s // 2)``
-  committed tokens later.
+  committed tokens later (at the next step when ``s <= 1``).
 
 Guarantee: the output parses and passes the constraint whenever the completion was found (always for
 the grammars the tests sweep; see :mod:`.shortest` for when it is minimal) and ``U`` grows by less than
@@ -90,7 +90,8 @@ class Shortest:
         self._bytes: ByteLevel | None = None
         if vocabulary.vocab_size <= _SMALL_VOCAB:
             cand = short_candidates(vocabulary.token_bytes, vocabulary.vocab_size)
-            self._tokens = ShortestCompletion(num_words, stops, cand, vocabulary, expand_all=_SMALL_VOCAB)
+            self._tokens = ShortestCompletion(num_words, stops, cand, vocabulary, expand_all=_SMALL_VOCAB,
+                                             token_bytes=vocabulary.token_bytes)
         else:
             self._bytes = ByteLevel(vocabulary.token_bytes, vocabulary.vocab_size, stops, num_words)
 
@@ -166,7 +167,7 @@ class AnswerReserve:
             self._schedule(n_out, self.max_tokens - n_out - self.start_len - self.margin)
 
     def _schedule(self, n_out: int, slack: int) -> None:
-        self.next_check = n_out + max(1, slack // 2)
+        self.next_check = n_out + max(0, slack // 2)  # no slack: check at the next step
 
     def committed(self, tokens: Sequence[int]) -> None:
         """Content tokens were committed: follow the completion being forced, and the byte matcher."""

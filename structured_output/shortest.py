@@ -67,10 +67,11 @@ class ShortestCompletion:
     ``check``: ``(matcher) -> problem | None`` for a matcher whose output is checked after the fact
     (:class:`~.schema_support.RecordingMatcher`), called with the stop token accepted."""
 
-    __slots__ = ("_row", "_row_np", "_stops", "_cand", "expand_all", "beam", "_vocabulary")
+    __slots__ = ("_row", "_row_np", "_stops", "_cand", "expand_all", "beam", "_vocabulary", "_blank")
 
     def __init__(self, num_words: int, stop_ids: Container[int] | Sequence[int], candidates: np.ndarray,
-                 vocabulary: object = None, *, expand_all: int = 256, beam: int = 24) -> None:
+                 vocabulary: object = None, *, expand_all: int = 256, beam: int = 48,
+                 token_bytes: Sequence[bytes] = ()) -> None:
         self._row = torch.zeros((1, num_words), dtype=torch.int32)
         self._row_np: np.ndarray = self._row.numpy()
         self._stops = tuple(sorted(stop_ids))
@@ -78,6 +79,11 @@ class ShortestCompletion:
         self._vocabulary = vocabulary
         self.expand_all = expand_all
         self.beam = beam
+        # whitespace-only tokens are tried last: optional filler that would crowd the beam otherwise
+        blank = np.zeros(num_words * 32, dtype=bool)
+        for t, b in enumerate(token_bytes[:num_words * 32]):
+            blank[t] = bool(b) and not b.strip(b" \t\r\n")
+        self._blank = blank
 
     # -- one state ---------------------------------------------------------------------------------
     def _fill(self, m: xgr.GrammarMatcher) -> np.ndarray:
@@ -99,20 +105,26 @@ class ShortestCompletion:
             return True
         return m.check.problem_of_tokens(self._vocabulary, [*m.tokens, stop], frozenset(self._stops)) is None
 
-    def _key(self, m: xgr.GrammarMatcher, row: np.ndarray, depth: int) -> bytes:
-        state = m._debug_print_internal_state().encode()
+    @staticmethod
+    def _key(m: xgr.GrammarMatcher, row: np.ndarray) -> bytes:
+        text = m._debug_print_internal_state().encode()
+        head, _, state = text.partition(b"Last step:")
+        steps = int(re.search(rb"(\d+)", head).group(1)) if re.search(rb"(\d+)", head) else 0
         # rule start positions are absolute (history steps): make them relative to this state
-        state = _START.sub(lambda mo: b"r%d" % (depth - int(mo.group(1))), state.split(b"Last step:", 1)[-1])
+        state = _START.sub(lambda mo: b"r%d" % (steps - int(mo.group(1))), state)
         return row.tobytes() + state
 
     def _children(self, row: np.ndarray) -> np.ndarray:
         bits = np.unpackbits(row.view(np.uint8), bitorder="little")
         n = int(bits.sum())
         if n <= self.expand_all:
-            return np.flatnonzero(bits)
-        cand = self._cand
-        cand = cand[cand < bits.shape[0]]
-        return cand[bits[cand] != 0]
+            ids = np.flatnonzero(bits)
+        else:
+            cand = self._cand
+            cand = cand[cand < bits.shape[0]]
+            ids = cand[bits[cand] != 0]
+        blank = self._blank[ids]
+        return np.concatenate([ids[~blank], ids[blank]]) if blank.any() else ids
 
     def ends_after(self, m: xgr.GrammarMatcher, seq: Sequence[int]) -> int | None:
         """The stop token that may follow ``seq`` from ``m``'s state (the check passed), or None when
@@ -144,9 +156,9 @@ class ShortestCompletion:
         if stop is not None and self._passes(m, stop):
             return [stop]
         level: list[tuple[int, ...]] = [()]
-        seen: set[bytes] = set()
         for depth in range(1, max_len):  # sequences of `depth` tokens, then their stop token
             nxt: list[tuple[int, ...]] = []
+            seen: set[bytes] = set()  # per level: the key shows the innermost items only
             for path in level:
                 accepted = 0
                 try:
@@ -169,7 +181,7 @@ class ShortestCompletion:
                                 return [*path, t, stop]
                             if len(nxt) >= self.beam:
                                 continue
-                            key = self._key(m, row, depth)
+                            key = self._key(m, row)
                             if key in seen:
                                 continue
                             seen.add(key)
@@ -203,10 +215,11 @@ class ByteLevel:
     STOP = 256
 
     def __init__(self, token_bytes: Sequence[bytes], vocab_size: int, stop_ids: Sequence[int] | Container[int],
-                 num_words: int, *, beam: int = 24) -> None:
+                 num_words: int, *, beam: int = 48) -> None:
         info = xgr.TokenizerInfo([bytes([b]) for b in range(256)] + [b"</s>"], stop_token_ids=[self.STOP])
         self._compiler = xgr.GrammarCompiler(info, max_threads=1, cache_enabled=False)
-        self._search = ShortestCompletion(9, (self.STOP,), np.arange(256), None, expand_all=257, beam=beam)
+        self._search = ShortestCompletion(9, (self.STOP,), np.arange(256), None, expand_all=257, beam=beam,
+                                          token_bytes=[bytes([b]) for b in range(256)])
         self._real = ShortestCompletion(num_words, stop_ids, np.empty(0, dtype=np.int64), None)
         by_bytes: dict[bytes, int] = {}
         for t in range(min(vocab_size, len(token_bytes))):
