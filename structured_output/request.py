@@ -305,6 +305,8 @@ class StructuredRequest:
             limit = res.think_limit(end)
             if self.think_limit is None or limit < self.think_limit:
                 self.think_limit = max(self.n_out, limit)
+                if self.think_limit == self.n_out:  # reached now: its forced end is taken from here
+                    self.forced = tracker.forced_end_token_ids()
         else:
             res.answer_started(compiled, self.n_out)
         return True
