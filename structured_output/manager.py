@@ -26,6 +26,7 @@ from .constraints import Constraint
 from .fill import RowFiller, StepPlan
 from .jump_forward import JumpForward
 from .overlap import OverlapFiller, PendingBitmask
+from .report import ConstraintReport, report_of
 from .reserve import DEFAULT_MARGIN, AnswerReserve, Shortest, validate_max_tokens
 from .request import COMPILING, AcceptResult, RequestContext, RequestStatus, StructuredRequest
 
@@ -512,6 +513,16 @@ class StructuredOutputManager:
         if req.future is not None:
             req.resolve()
         return req.status
+
+    @_one_thread
+    def constraint_report(self, request_id: str) -> ConstraintReport:
+        """How the request's output is constrained (:mod:`.report`): ``enforced`` by the grammar, ``checked``
+        after the fact, ``failed`` with its cause, ``incomplete`` or ``unconstrained``; with the answer
+        reservation's state. Call it before ``remove_request``. Moves nothing (a finished compile resolves)."""
+        req = self._get(request_id)
+        if req.future is not None:
+            req.resolve()
+        return report_of(req)
 
     @_one_thread
     def error(self, request_id: str) -> str | None:

@@ -139,3 +139,42 @@ def test_impossible_budget_fails_that_request_alone(vocab, mgr):
     run = run_stand_in(mgr, "ok", 300, think_token=vocab.encode(" hmm")[0], rng=random.Random(2))
     assert run.status == "terminated"
     mgr.remove_request("ok")
+
+
+def test_constraint_report_says_how_each_output_was_constrained(vocab):
+    from thinkgate.testing.streams import replay
+
+    with StructuredOutputManager(vocab, None, max_num_seqs=4) as m:
+        end = sorted(vocab.stop_token_ids)[0]
+        cases = {
+            "enforced": (Constraint.json_schema({"type": "array", "items": {"type": "integer"}}), "[1,2]"),
+            "checked": (Constraint.json_schema({"type": "array", "items": {"type": "integer"}, "uniqueItems": True}),
+                        "[1,2]"),
+            "failed": (Constraint.json_schema({"type": "array", "items": {"type": "integer"}, "uniqueItems": True}),
+                       "[1,1]"),
+            "incomplete": (Constraint.json_schema({"type": "array", "items": {"type": "integer"}}), "[1,"),
+        }
+        for rid, (c, text) in cases.items():
+            m.add_request(rid, c)
+            _ready(m, rid)
+            ids = vocab.encode(text) + ([] if rid == "incomplete" else [end])
+            replay(m, rid, ids, check_mask=False)
+            rep = m.constraint_report(rid)
+            assert rep.outcome == rid, (rid, rep)
+            if rid == "checked":
+                assert rep.checked_keywords == ("uniqueItems at #",)
+            if rid == "failed":
+                assert "uniqueItems" in rep.cause or "unique" in rep.cause.lower(), rep.cause
+            assert rep.as_dict()["outcome"] == rid
+        m.add_request("free", None)
+        assert m.constraint_report("free").outcome == "unconstrained"
+
+
+def test_report_names_the_steered_reservation(vocab, mgr):
+    rid = "rep"
+    mgr.add_request(rid, Constraint.json_schema(SCHEMAS[0][0]), _prompt(vocab), max_tokens=40, reserve_answer=True)
+    _ready(mgr, rid)
+    run_stand_in(mgr, rid, 40, think_token=vocab.encode(" hmm")[0], rng=random.Random(3))
+    rep = mgr.constraint_report(rid)
+    assert rep.outcome == "enforced" and rep.reservation == "steering", rep
+    mgr.remove_request(rid)
