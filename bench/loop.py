@@ -76,6 +76,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="managers built with compile_while_thinking=True: a thinking request is scheduled "
                         "while its constraint compiles (its rows hold the end of its thinking off)")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--max-tokens", type=int, default=None, metavar="N",
+                   help="answer reservation instead of the loop sweep: thinking requests with max_tokens=N, cut / "
+                        "invalid outputs without and with reserve_answer, and the cost per step (bench/reserve.py)")
+    p.add_argument("--reserve-requests", type=int, default=2, help="--max-tokens: rounds over the schemas (default: 2)")
+    p.add_argument("--reserve-repeats", type=int, default=3, help="--max-tokens: cost replays per mode (default: 3)")
     p.add_argument("--out", default=None, help="JSON-lines file to append to (default: bench-results/loop.jsonl)")
     p.add_argument("--plot", default=str(RESULTS_DIR / "loop.png"),
                    help="PNG of the sweep when matplotlib is installed ('' to skip)")
@@ -139,6 +144,10 @@ class _Totals:
 
 
 def main(args: argparse.Namespace) -> int:
+    if args.max_tokens is not None:
+        from .reserve import run as run_reserve
+
+        return run_reserve(args)
     import torch
     import xgrammar as xgr
 

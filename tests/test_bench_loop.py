@@ -76,3 +76,15 @@ def test_loop_with_all_four_scheduler_features(tmp_path, capsys):
     assert sum(r["forced_ends"] for r in rows) > 0
     assert all(r["overlap_mismatch"] == 0 for r in rows)
     assert all(r["jf_calls"] > 0 for r in rows)
+
+
+@pytest.mark.slow
+def test_loop_max_tokens_tiny(tmp_path, capsys):
+    """``--max-tokens``: the stand-in thinker is cut without reservation, never with it."""
+    out = tmp_path / "reserve.jsonl"
+    rc = main(["loop", "--max-tokens", "48", "--drafts", "0", "--reserve-requests", "1", "--reserve-repeats", "1",
+               "--out", str(out)])
+    text = capsys.readouterr().out
+    assert rc == 0, text
+    m = re.search(r"without reservation: (\d+) cut, (\d+) invalid of (\d+); with it: (\d+) cut, (\d+) invalid", text)
+    assert m and int(m[1]) + int(m[2]) > 0 and m[4] == "0" and m[5] == "0", text

@@ -26,6 +26,8 @@ from ..compilation.constraints import Constraint
 from .fill import RowFiller, StepPlan
 from .jump_forward import JumpForward
 from .overlap import OverlapFiller, PendingBitmask
+from .report import ConstraintReport, report_of
+from .reserve import DEFAULT_MARGIN, AnswerReserve, Shortest, validate_max_tokens
 from .request import COMPILING, AcceptResult, RequestContext, RequestStatus, StructuredRequest
 
 __all__ = ["StructuredOutputManager", "RequestStatus", "AcceptResult", "BitmaskBatch", "ScheduleEntry",
@@ -334,6 +336,7 @@ class StructuredOutputManager:
         # (_FILL_PENDING while a grammar_bitmask_async fill is pending)
         self._overlap: OverlapFiller | None = None  # the worker of grammar_bitmask_async, built on first use
         self._jump = JumpForward(self.num_words, vocab.stop_token_ids, probe)
+        self._shortest: Shortest | None = None  # answer reservation's search, built on first use
 
     @property
     def num_fill_threads(self) -> int:
@@ -396,7 +399,8 @@ class StructuredOutputManager:
     @_one_thread
     def add_request(self, request_id: str, constraint: Constraint | None, prompt_token_ids: Sequence[int] = (), *,
                     chat_template_kwargs: Mapping[str, Any] | None = None, include_reasoning: bool = True,
-                    max_thinking_tokens: int | None = None) -> None:
+                    max_thinking_tokens: int | None = None, max_tokens: int | None = None,
+                    reserve_answer: bool = False) -> None:
         """Register a request: check the arguments (``ValueError`` for a malformed one, nothing
         stored), start compiling the constraint, and derive the reasoning state from the prompt.
         O(size of the prompt and the constraint) on this thread: the constraint is validated with
@@ -406,7 +410,15 @@ class StructuredOutputManager:
         tokens of this turn's thinking, its rows force the family's end of thinking, then the grammar
         applies (see :mod:`.budget`). ``ValueError`` without a reasoning parser, with a constraint that
         covers the reasoning, or with a family that cannot force its end; no effect on a request that
-        starts with its thinking ended."""
+        starts with its thinking ended.
+
+        ``max_tokens`` / ``reserve_answer``: the request's output budget (thinking, its end and the answer
+        with its stop token, as the engine counts ``max_tokens``) and whether to reserve a valid answer in
+        it: the thinking is ended in time and the answer steered to the shortest valid completion when
+        room runs out (see :mod:`.reserve`). ``ValueError`` for a ``max_tokens`` that is not an int >= 1,
+        ``reserve_answer`` without ``max_tokens`` or a constraint, a family that cannot force its end of
+        thinking, or (when its compile is already known) a constraint whose shortest output does not fit;
+        a compile that resolves later with that problem puts the request in ``ERROR``."""
         if not isinstance(request_id, str):
             raise ValueError(f"request_id must be a str, got {type(request_id).__name__}")
         if request_id in self._requests:
@@ -417,6 +429,9 @@ class StructuredOutputManager:
             raise ValueError("chat_template_kwargs must be a mapping")
         prompt_token_ids = self._prompt_list(prompt_token_ids)
         limit = validate_budget(max_thinking_tokens)
+        max_tokens = validate_max_tokens(max_tokens, reserve_answer)
+        if reserve_answer and constraint is None:
+            raise ValueError("reserve_answer=True needs a constraint (there is no answer to reserve room for)")
         tracker = None
         if constraint is not None and constraint.covers_reasoning:
             include_reasoning = False  # the constraint spells the thinking itself (harmony)
@@ -428,9 +443,21 @@ class StructuredOutputManager:
             if tracker.ended:
                 tracker = None
         forced = self._budget_start(limit, constraint, tracker)
+        reserve = None
+        if reserve_answer:
+            assert max_tokens is not None
+            if tracker is not None and tracker.forced_end_token_ids() is None:
+                raise ValueError(f"reserve_answer: the reasoning parser {self.parser.name!r} cannot force the end of "
+                                 f"its thinking on the vocabulary {self.vocabulary.name!r}")
+            if self._shortest is None:
+                self._shortest = Shortest(self.vocabulary)
+            # the margin also covers a step's drafts past the forced end of thinking (their rows are the grammar's)
+            reserve = AnswerReserve(self._shortest, max_tokens, max(DEFAULT_MARGIN, self.num_speculative_tokens + 1))
         req = StructuredRequest(self._ctx, request_id, constraint, tracker, think_limit=limit,
-                                forced=forced if limit == 0 else None)
+                                forced=forced if limit == 0 else None, reserve=reserve)
         req.start_compile(self.compile_while_thinking)
+        if reserve is not None and req.status is RequestStatus.ERROR and (req.message or "").startswith("reserve_answer"):
+            raise ValueError(req.message)  # known at once (a cache hit): nothing stored
         self._requests[request_id] = req
 
     def _budget_start(self, limit: int | None, constraint: Constraint | None,
@@ -486,6 +513,16 @@ class StructuredOutputManager:
         if req.future is not None:
             req.resolve()
         return req.status
+
+    @_one_thread
+    def constraint_report(self, request_id: str) -> ConstraintReport:
+        """How the request's output is constrained (:mod:`.report`): ``enforced`` by the grammar, ``checked``
+        after the fact, ``failed`` with its cause, ``incomplete`` or ``unconstrained``; with the answer
+        reservation's state. Call it before ``remove_request``. Moves nothing (a finished compile resolves)."""
+        req = self._get(request_id)
+        if req.future is not None:
+            req.resolve()
+        return report_of(req)
 
     @_one_thread
     def error(self, request_id: str) -> str | None:

@@ -46,6 +46,7 @@ from ..compilation.constraints import Constraint
 from .fill import StepPlan, Walk
 from .gating import ReasoningGate
 from .jump_forward import JumpForward
+from .reserve import AnswerReserve
 from .rows import row_with
 from ..compilation.schema_support import RecordingMatcher, new_matcher, output_problem
 from ..compilation.jsonws.bound import BoundedMatcher
@@ -138,11 +139,12 @@ class StructuredRequest:
 
     __slots__ = ("ctx", "rid", "constraint", "status", "message", "future", "deadline", "compiled", "matcher",
                  "tracker", "think_row", "pending_row", "pending", "n_out", "n_content", "may_allow_all", "held",
-                 "think_limit", "forced", "_history", "_pos", "_dead", "_dead_at")
+                 "think_limit", "forced", "_history", "_pos", "_dead", "_dead_at", "reserve")
 
     def __init__(self, ctx: RequestContext, rid: str, constraint: Constraint | None,
                  tracker: ReasoningTracker | None, *, think_limit: int | None = None,
-                 forced: tuple[int, ...] | None = None, rollback_window: int = 0) -> None:
+                 forced: tuple[int, ...] | None = None, rollback_window: int = 0,
+                 reserve: AnswerReserve | None = None) -> None:
         """A request at its start (``COMPILING``): the manager then calls :meth:`start_compile`;
         :meth:`from_compiled` builds one whose grammar exists. ``think_limit`` / ``forced`` apply only
         with a ``tracker`` (a request whose thinking has not ended); ``rollback_window``: how many
@@ -172,6 +174,7 @@ class StructuredRequest:
         self._pos = 0                  # tokens accepted by try_token (ignored ones included), less those rolled back
         self._dead: str | None = None  # why the row at _dead_at allowed nothing (see fill_row)
         self._dead_at = 0
+        self.reserve = reserve  # answer reservation (max_tokens, see .reserve), or None
 
     @classmethod
     def from_compiled(cls, ctx: RequestContext, rid: str, compiled: CompiledConstraint,
@@ -241,6 +244,8 @@ class StructuredRequest:
         self.compiled = compiled
         self.matcher = new_matcher(compiled)  # records its tokens when the schema needs an output check
         self.may_allow_all = compiled.may_allow_all
+        if self.reserve is not None and not self._reserve_start(compiled):
+            return
         tracker = self.tracker
         if tracker is not None and not tracker.ended:
             self.status = THINKING
@@ -274,8 +279,55 @@ class StructuredRequest:
         self.compiled = None
         self.tracker = None
 
-    # -- the batch driver: committed tokens --------------------------------------------------------
+    # -- answer reservation (see .reserve) ------------------------------------------------------------
+    def _reserve_start(self, compiled: CompiledConstraint) -> bool:
+        """The grammar exists: its shortest output must fit in ``max_tokens`` (else ``ERROR``), and the
+        thinking budget leaves room for it. False when the request failed."""
+        res = self.reserve
+        assert res is not None
+        seq = res.shortest.start(compiled)
+        kind = self._kind()
+        if seq is None:
+            self.fail(f"reserve_answer: no complete output of the {kind} constraint was found (searched up to "
+                      f"{res.max_tokens} tokens), so none can be reserved within max_tokens={res.max_tokens}")
+            return False
+        res.start_len = len(seq)
+        tracker = self.tracker
+        thinking = tracker is not None and not tracker.ended
+        end = len(tracker.forced_end_token_ids() or ()) if thinking else 0
+        need = res.start_len + end
+        if self.n_out + need > res.max_tokens:
+            self.fail(f"reserve_answer: the shortest output of the {kind} constraint needs {res.start_len} tokens "
+                      f"(its stop token included{f', after {end} to end the thinking' if end else ''}), more than "
+                      f"max_tokens={res.max_tokens} leaves")
+            return False
+        if thinking:
+            limit = res.think_limit(end)
+            if self.think_limit is None or limit < self.think_limit:
+                self.think_limit = max(self.n_out, limit)
+                if self.think_limit == self.n_out:  # reached now: its forced end is taken from here
+                    self.forced = tracker.forced_end_token_ids()
+        else:
+            res.answer_started(compiled, self.n_out)
+        return True
+
     def accept(self, token_ids: list[int]) -> AcceptResult:
+        """Commit the sampled tokens of one step (see :meth:`_commit`); a reserving request's reservation
+        follows its content tokens (those at the end of ``token_ids``)."""
+        res = self.reserve
+        if res is None:
+            return self._commit(token_ids)
+        before = self.n_content
+        out = self._commit(token_ids)
+        d = self.n_content - before
+        if self.status is CONSTRAINED or self.status is TERMINATED:
+            res.answer_started(self.compiled, self.n_out - d)
+            if d:
+                res.committed(token_ids[len(token_ids) - d:])
+        return out
+
+    # -- the batch driver: committed tokens --------------------------------------------------------
+    def _commit(self, token_ids: list[int]) -> AcceptResult:
         """Commit the sampled tokens of one step (checked ints inside the logits width): the tracker
         finds where the thinking ends and only the tokens after it go to the grammar (an implicit end
         token that is also content included). ``ok``, ``terminated`` or ``error`` (then the request is
@@ -451,6 +503,12 @@ class StructuredRequest:
         st = self.status
         if st is CONSTRAINED:
             m = self.matcher
+            res = self.reserve
+            if res is not None and m is not None:  # steering to the shortest completion (see .reserve)
+                forcing = res.plan(self.compiled, m, self.n_out, self.n_content, drafts)
+                if forcing is not None:
+                    self.ctx.budget.place(forcing, self.rid, base, plan.buffer, plan.row_logits, plan.row_rids)
+                    return
             if m is not None:
                 nd = len(drafts)
                 if nd == 0 and not self.may_allow_all:

@@ -1,0 +1,186 @@
+"""The shortest completion from a grammar state (structured_output/step/shortest.py): exact on small grammars and
+a tiny vocabulary (compared with a brute-force search over every viable token sequence), and always a real
+completion (accepted, then a stop token allowed) on a real vocabulary, from the start and mid-output.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+
+import pytest
+import torch
+
+from thinkgate.reasoning.vocabulary import Vocabulary
+from thinkgate.structured_output.compilation.compiler import Compiler
+from thinkgate.structured_output.compilation.constraints import Constraint
+from thinkgate.structured_output.step.reserve import Shortest
+from thinkgate.structured_output.compilation.schema_support import new_matcher
+from thinkgate.structured_output.step.shortest import ByteLevel, ShortestCompletion, short_candidates
+from thinkgate.testing.workload import REGEXES, SCHEMAS
+
+_SINGLE = list(' {}[]":,-.0123abcdxyz()tuefalsn')
+_MULTI = ['{"', '"}', '":', '""', "true", "ab", "false", "null", "))"]
+
+
+def tiny_vocabulary() -> Vocabulary:
+    """A 41-token vocabulary: single characters, a few multi-character tokens, one stop token."""
+    pieces = [s.encode() for s in _SINGLE + _MULTI] + [b"<|end|>"]
+    stop = len(pieces) - 1
+    return Vocabulary("tiny", pieces, {"<|end|>": stop}, [stop])
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    vocab = tiny_vocabulary()
+    comp = Compiler(vocab, num_threads=1)
+    yield vocab, comp
+    comp.close()
+
+
+def _stop_allowed(m, vocab, row) -> bool:
+    m.fill_next_token_bitmask(row, 0)
+    r = row.numpy()[0]
+    return any((int(r[t >> 5]) >> (t & 31)) & 1 for t in vocab.stop_token_ids)
+
+
+def _mask_ids(m, vocab, row) -> list[int]:
+    m.fill_next_token_bitmask(row, 0)
+    r = row.numpy()[0]
+    return [t for t in range(vocab.vocab_size) if (int(r[t >> 5]) >> (t & 31)) & 1 and t not in vocab.stop_token_ids]
+
+
+def brute_force(m, vocab, max_len: int) -> int | None:
+    """Fewest tokens (the stop token included) completing the output from ``m``'s state: every token
+    sequence the rows allow (what a masked model can write; xgrammar's row can be narrower than
+    ``accept_token``: after ``(((x`` it leaves out ``))``), shortest first, no merging, no cut."""
+    row = torch.zeros((1, (vocab.logits_width + 31) // 32), dtype=torch.int32)
+    if _stop_allowed(m, vocab, row):
+        return 1
+    level: list[tuple[int, ...]] = [()]
+    for depth in range(1, max_len):
+        nxt = []
+        for path in level:
+            for t in path:
+                assert m.accept_token(t)
+            for t in _mask_ids(m, vocab, row):
+                if m.accept_token(t):
+                    done = _stop_allowed(m, vocab, row)
+                    m.rollback(1)
+                    if done:
+                        m.rollback(len(path))
+                        return depth + 1
+                    nxt.append((*path, t))
+            if path:
+                m.rollback(len(path))
+        level = nxt
+        assert len(level) < 400_000, "brute force grew too large for this case"
+    return None
+
+
+CASES = [
+    (Constraint.regex(r"(ab|c)+d"), ""),
+    (Constraint.regex(r"(ab|c)+d"), "ab"),
+    (Constraint.regex(r"a{3}b?"), "a"),
+    (Constraint.regex(r"x(yz|y)*"), "xy"),
+    (Constraint.grammar('root ::= "x" | "(" root ")"'), ""),
+    (Constraint.grammar('root ::= "x" | "(" root ")"'), "((("),
+    (Constraint.grammar('root ::= "x" | "(" root ")"'), "((x"),
+    (Constraint.choice(["true", "ab1", "dddd"]), ""),
+    (Constraint.choice(["abab", "cab"]), ""),
+    (Constraint.json_schema({"type": "array", "items": {"type": "boolean"}, "minItems": 2}, any_whitespace=False), ""),
+    (Constraint.json_schema({"type": "array", "items": {"type": "boolean"}, "minItems": 2}, any_whitespace=False), "[fa"),
+    (Constraint.json_schema({"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]},
+                            any_whitespace=False), ""),
+    (Constraint.json_schema({"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]},
+                            any_whitespace=False), '{"a": 12'),
+    (Constraint.json_schema({"type": "object", "properties": {"b": {"type": "string"}}, "required": ["b"]},
+                            any_whitespace=False), '{"b": "xyz'),
+    (Constraint.json_schema({"enum": ["ab", 3, None]}), ""),
+]
+
+
+@pytest.mark.parametrize("constraint,prefix", CASES, ids=[f"{c.kind}-{i}" for i, (c, _) in enumerate(CASES)])
+def test_shortest_is_exact_on_small_grammars(tiny, constraint, prefix):
+    vocab, comp = tiny
+    m = new_matcher(comp.compile(constraint))
+    for t in [_SINGLE.index(c) for c in prefix]:
+        assert m.accept_token(t), prefix
+    found = Shortest(vocab).find(m, None, 40)
+    assert found is not None
+    # a real completion: accepted token by token, ends with a stop token, the matcher back where it was
+    for t in found:
+        assert m.accept_token(t)
+    assert m.is_terminated()
+    m.rollback(len(found))
+    assert len(found) == brute_force(m, vocab, len(found) + 1), vocab.decode(found)
+
+
+def test_a_long_token_beats_the_shortest_text(tiny):
+    """"true" is one token: it wins over the shorter text "ab1" (two tokens), so the search is on tokens."""
+    vocab, comp = tiny
+    m = new_matcher(comp.compile(Constraint.choice(["true", "ab1"])))
+    found = Shortest(vocab).find(m, None, 10)
+    assert vocab.decode(found[:-1]) == "true" and len(found) == 2
+
+
+def test_too_short_a_limit_finds_nothing(tiny):
+    vocab, comp = tiny
+    m = new_matcher(comp.compile(Constraint.regex(r"abcdabcd")))
+    sc = ShortestCompletion(2, vocab.stop_token_ids, short_candidates(vocab.token_bytes, vocab.vocab_size), vocab)
+    assert sc.find(m, 5) is None
+    assert len(sc.find(m, 9)) == 7  # ab c d ab c d <stop>
+
+
+@pytest.fixture(scope="module")
+def qwen():
+    from thinkgate.reasoning.vocabulary import load_vocabulary
+
+    vocab = load_vocabulary("qwen3_6")
+    comp = Compiler(vocab, num_threads=1)
+    yield vocab, comp, Shortest(vocab)
+    comp.close()
+
+
+def _check_real(vocab, m, found):
+    for t in found:
+        assert m.accept_token(t), (found, vocab.decode(found))
+    assert m.is_terminated()
+    m.rollback(len(found))
+
+
+@pytest.mark.parametrize("i", range(len(SCHEMAS)))
+def test_real_vocabulary_completion_is_valid_from_every_prefix(qwen, i):
+    """Qwen3.6 (byte tier): from the start and from prefixes of an example, the completion is accepted,
+    ends the output, and the whole output is a JSON value of the schema."""
+    import jsonschema
+
+    vocab, comp, sh = qwen
+    schema, gen = SCHEMAS[i]
+    compiled = comp.compile(Constraint.json_schema(schema))
+    ids = vocab.encode(json.dumps(gen(random.Random(i)), separators=(",", ":")))
+    for k in sorted({0, 1, len(ids) // 3, len(ids) // 2, len(ids) - 1}):
+        m = new_matcher(compiled)
+        bm = sh.byte_matcher(compiled)
+        if not all(m.accept_token(t) for t in ids[:k]):
+            continue  # the example breaks a bound the grammar keeps (whitespace): not a state to test
+        assert ByteLevel.feed(bm, vocab.decode_bytes(ids[:k]))
+        found = sh.find(m, bm, 400)
+        assert found is not None, (k, vocab.decode(ids[:k]))
+        _check_real(vocab, m, found)
+        out = vocab.decode(ids[:k] + found[:-1])
+        jsonschema.validate(json.loads(out), schema)
+
+
+def test_real_vocabulary_regexes(qwen):
+    import re
+
+    vocab, comp, sh = qwen
+    for rx in REGEXES:
+        rx = rx[0] if isinstance(rx, tuple) else rx
+        compiled = comp.compile(Constraint.regex(rx))
+        m = new_matcher(compiled)
+        found = sh.find(m, sh.byte_matcher(compiled), 400)
+        assert found is not None, rx
+        _check_real(vocab, m, found)
+        assert re.fullmatch(rx, vocab.decode(found[:-1])), (rx, vocab.decode(found[:-1]))
