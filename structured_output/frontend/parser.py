@@ -31,8 +31,8 @@ from thinkgate.reasoning import get_reasoning_parser
 from thinkgate.reasoning.base import ReasoningParser
 from thinkgate.reasoning.vocabulary import Vocabulary
 
-from .parse_request import RequestParser
 from ..tools import Strictness, ToolFormat, get_tool_format
+from .parse_request import RequestParser
 
 __all__ = ["Parser"]
 

@@ -15,8 +15,8 @@ from typing import Literal
 import xgrammar as xgr
 
 from ..compilation.jsonws import lexer as jsonws
-from .buffer import BitmaskBuffer
 from ..compilation.jsonws.bound import BoundedMatcher
+from .buffer import BitmaskBuffer
 
 __all__ = ["Walk", "StepPlan", "RowFiller", "auto_fill_threads"]
 

@@ -19,16 +19,16 @@ from thinkgate.reasoning.base import ReasoningParser, ReasoningTracker
 from thinkgate.reasoning.registry import get_reasoning_parser
 from thinkgate.reasoning.vocabulary import Vocabulary
 
-from .budget import validate_budget
-from .buffer import BitmaskBuffer
 from ..compilation.compiler import Compiler
 from ..compilation.constraints import Constraint
+from .budget import validate_budget
+from .buffer import BitmaskBuffer
 from .fill import RowFiller, StepPlan
 from .jump_forward import JumpForward
 from .overlap import OverlapFiller, PendingBitmask
 from .report import ConstraintReport, report_of
-from .reserve import DEFAULT_MARGIN, AnswerReserve, Shortest, validate_max_tokens
 from .request import COMPILING, AcceptResult, RequestContext, RequestStatus, StructuredRequest
+from .reserve import DEFAULT_MARGIN, AnswerReserve, Shortest, validate_max_tokens
 
 __all__ = ["StructuredOutputManager", "RequestStatus", "AcceptResult", "BitmaskBatch", "ScheduleEntry",
            "PendingBitmask"]

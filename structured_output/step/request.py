@@ -40,16 +40,16 @@ import xgrammar as xgr
 from thinkgate.reasoning.base import ReasoningEnd, ReasoningTracker
 from thinkgate.reasoning.vocabulary import Vocabulary
 
-from .budget import ThinkingBudget, check_commit, plan_forcing
 from ..compilation.compiler import CompiledConstraint, Compiler, xgrammar_message
 from ..compilation.constraints import Constraint
+from ..compilation.jsonws.bound import BoundedMatcher
+from ..compilation.schema_support import RecordingMatcher, new_matcher, output_problem
+from .budget import ThinkingBudget, check_commit, plan_forcing
 from .fill import StepPlan, Walk
 from .gating import ReasoningGate
 from .jump_forward import JumpForward
 from .reserve import AnswerReserve
 from .rows import row_with
-from ..compilation.schema_support import RecordingMatcher, new_matcher, output_problem
-from ..compilation.jsonws.bound import BoundedMatcher
 
 __all__ = ["RequestStatus", "AcceptResult", "RequestContext", "StructuredRequest", "COMPILING", "THINKING",
            "CONSTRAINED", "TERMINATED", "ERROR"]

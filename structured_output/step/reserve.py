@@ -44,8 +44,8 @@ import xgrammar as xgr
 
 from thinkgate.reasoning.vocabulary import Vocabulary
 
-from .budget import Forcing
 from ..compilation.schema_support import new_matcher
+from .budget import Forcing
 from .shortest import ByteLevel, ShortestCompletion, short_candidates
 
 __all__ = ["validate_max_tokens", "Shortest", "AnswerReserve", "DEFAULT_MARGIN"]

@@ -38,8 +38,8 @@ import numpy as np
 import torch
 import xgrammar as xgr
 
-from ..compilation.schema_support import RecordingMatcher
 from ..compilation.jsonws.bound import BoundedMatcher
+from ..compilation.schema_support import RecordingMatcher
 
 __all__ = ["ShortestCompletion", "ByteLevel", "short_candidates"]
 
