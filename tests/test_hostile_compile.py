@@ -15,7 +15,7 @@ import pytest
 import xgrammar as xgr
 
 from thinkgate.structured_output import Compiler, Constraint, StructuredOutputManager
-from thinkgate.structured_output.compilation.compiler import _WorkerPool
+from thinkgate.structured_output.compilation.worker_pool import WorkerPool
 from thinkgate.structured_output.compilation.constraints import MAX_NESTING_DEPTH
 
 
@@ -128,7 +128,7 @@ def test_a_long_compile_alone_keeps_its_priority_and_gives_way_to_a_second(qwen_
         wait_until(lambda: own._pool._jobs[first].proc.slow, 30,
                    "the long compile did not give way once a second one came")
         # niceness is absolute: visible where the tests run below it (not under `nice`)
-        assert _niceness(pid) == {max(base, _WorkerPool.SLOW_NICENESS)}
+        assert _niceness(pid) == {max(base, WorkerPool.SLOW_NICENESS)}
         assert not first.done() and not second.done()
     finally:
         own.close()
