@@ -691,7 +691,7 @@ class StructuredOutputManager:
                     break
             if min(token_ids) < 0 or max(token_ids) >= self.logits_width:
                 self._token_list(request_id, token_ids, "token_ids")  # raises, naming the id
-        return req.accept(token_ids)
+        return req.accept(token_ids) if req.reserve is None else req.accept_reserving(token_ids)
 
     @_one_thread
     def forced_tokens(self, request_id: str, max_tokens: int = 16) -> list[int]:

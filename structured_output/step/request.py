@@ -311,14 +311,14 @@ class StructuredRequest:
             res.answer_started(compiled, self.n_out)
         return True
 
-    def accept(self, token_ids: list[int]) -> AcceptResult:
-        """Commit the sampled tokens of one step (see :meth:`_commit`); a reserving request's reservation
-        follows its content tokens (those at the end of ``token_ids``)."""
+    def accept_reserving(self, token_ids: list[int]) -> AcceptResult:
+        """:meth:`accept` for a request with an answer reservation: its reservation follows the content
+        tokens (those at the end of ``token_ids``). The manager calls this one only where ``reserve`` is set,
+        so :meth:`accept`, the hot path, stays one call."""
         res = self.reserve
-        if res is None:
-            return self._commit(token_ids)
+        assert res is not None, "accept_reserving is for a request with a reservation"
         before = self.n_content
-        out = self._commit(token_ids)
+        out = self.accept(token_ids)
         d = self.n_content - before
         if self.status is CONSTRAINED or self.status is TERMINATED:
             res.answer_started(self.compiled, self.n_out - d)
@@ -327,7 +327,7 @@ class StructuredRequest:
         return out
 
     # -- the batch driver: committed tokens --------------------------------------------------------
-    def _commit(self, token_ids: list[int]) -> AcceptResult:
+    def accept(self, token_ids: list[int]) -> AcceptResult:
         """Commit the sampled tokens of one step (checked ints inside the logits width): the tracker
         finds where the thinking ends and only the tokens after it go to the grammar (an implicit end
         token that is also content included). ``ok``, ``terminated`` or ``error`` (then the request is
