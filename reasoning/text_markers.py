@@ -19,7 +19,15 @@ States: ``THINKING`` or ``ENDED`` (latched). The initial state follows the rules
 :mod:`reasoning.markers` (``include_reasoning: false``; the last marker text in the prompt's current
 turn, which starts after the last ``turn_start_texts``: an end text -> ended, a start text -> thinking;
 the kwargs; the family default), with
-``default_mode`` ``"thinking"`` or ``"off"``.
+``default_mode`` ``"thinking"``, ``"off"`` or ``"first_token"``.
+
+``"first_token"`` (Kimi-VL: the model opens its thinking with a start text it writes itself, or answers
+at once) starts the request ``PENDING``, and the first generated token decides, as for token markers: a
+token whose bytes agree with a start text over their common length (``◁`` of ``◁think▷``) opens the
+thinking; any other token is the first content token (``ReasoningEnd(0, True)``). On a whole text
+(``extract_reasoning``), the first character decides the same way. A first token that agrees with the
+start text but is not followed by the rest of it is still read as thinking (the decision is never
+revisited: the grammar applies from the first content token).
 """
 
 from __future__ import annotations
@@ -31,7 +39,7 @@ from typing import Any, ClassVar, Literal, NamedTuple
 
 from thinkgate.reasoning.base import (ENDED, DeltaMessage, ReasoningEnd, ReasoningParser, ReasoningSplit, ReasoningStream,
                    StateTracker, checked_end, reasoning_excluded, thinking_switch)
-from thinkgate.reasoning.markers import THINKING
+from thinkgate.reasoning.markers import PENDING, THINKING
 
 __all__ = ["TextMarkerParser", "TextMarkerTracker", "TextMarkerStream"]
 
@@ -45,7 +53,8 @@ class Held(NamedTuple):
 
 _NOTHING_HELD = Held()
 TextState = Held | int
-"""The tracker state: :class:`Held` while thinking, or ``ENDED``."""
+"""The tracker state: :class:`Held` while thinking, ``PENDING`` before a ``"first_token"`` family's first
+token, or ``ENDED``."""
 
 
 @dataclass
@@ -63,7 +72,8 @@ class TextMarkerParser(ReasoningParser):
     """A reasoning parser whose markers are texts (see the module docstring).
 
     Class attributes a family sets: ``start_texts`` (dropped while thinking), ``end_texts``,
-    ``turn_start_texts``, ``default_mode`` (``"thinking"`` / ``"off"``), ``thinking_kwargs`` and
+    ``turn_start_texts``, ``default_mode`` (``"thinking"`` / ``"off"`` / ``"first_token"``, which needs a
+    start text), ``thinking_kwargs`` (read by :meth:`thinking_requested`) and
     ``forced_end_text`` (what a thinking budget forces; default the first end marker).
     Construction checks that every marker encodes to tokens of the vocabulary (a vocabulary without an
     encoder cannot be checked and is accepted).
@@ -72,7 +82,7 @@ class TextMarkerParser(ReasoningParser):
     start_texts: ClassVar[tuple[str, ...]] = ()
     end_texts: ClassVar[tuple[str, ...]] = ()
     turn_start_texts: ClassVar[tuple[str, ...]] = ()
-    default_mode: ClassVar[Literal["thinking", "off"]] = "thinking"
+    default_mode: ClassVar[Literal["thinking", "off", "first_token"]] = "thinking"
     thinking_kwargs: ClassVar[tuple[str, ...]] = ("enable_thinking",)
     forced_end_text: ClassVar[str] = ""
     """The text a thinking budget forces to end the thinking (default: the first end marker)."""
@@ -81,6 +91,8 @@ class TextMarkerParser(ReasoningParser):
         super().__init__(tokenizer, chat_template_kwargs)
         if not self.end_texts:
             raise ValueError(f"reasoning parser {self.name!r} defines no end marker")
+        if self.default_mode == "first_token" and not self.start_texts:
+            raise ValueError(f"reasoning parser {self.name!r}: default_mode 'first_token' needs a start text")
         v = self.vocabulary
         if v.can_encode:
             for m in self.start_texts + self.end_texts:
@@ -96,6 +108,10 @@ class TextMarkerParser(ReasoningParser):
         # the forced end of thinking (a thinking budget), spelled by the tokenizer
         forced = self.forced_end_text or self.end_texts[0]
         self._forced_end: tuple[int, ...] | None = tuple(v.encode(forced)) if v.can_encode else None
+        # a model still deciding writes an empty thinking: the start text, then the forced end
+        self._forced_pending: tuple[int, ...] | None = (
+            tuple(v.encode(self.start_texts[0] + forced)) if v.can_encode and self.start_texts else None)
+        self._opening_ids: frozenset[int] | None = None  # built on first use (one pass over the vocabulary)
 
     # -- engine core -----------------------------------------------------------------------------
     @property
@@ -115,10 +131,20 @@ class TextMarkerParser(ReasoningParser):
             last_end = max((data.rfind(m, turn) for m in self._ends), default=-1)
             if last_end >= 0 or last_start >= 0:
                 return ENDED if last_end > last_start else THINKING
-        on = thinking_switch(kw, self.thinking_kwargs)
+        on = self.thinking_requested(kw)
         if on is not None:
             return THINKING if on else ENDED
-        return THINKING if self.default_mode == "thinking" else ENDED
+        return {"thinking": THINKING, "first_token": PENDING, "off": ENDED}[self.default_mode]
+
+    def thinking_requested(self, kwargs: Mapping[str, Any]) -> bool | None:
+        """The thinking switch in the chat-template kwargs: True / False, None when unset. By default the
+        first of ``thinking_kwargs`` that is set, read as a boolean; a family with another rule overrides it."""
+        return thinking_switch(kwargs, self.thinking_kwargs)
+
+    def _opens(self, data: bytes) -> bool:
+        """Whether a first token (or text) of these bytes opens the thinking: it agrees with a start text
+        over their common length."""
+        return bool(data) and any(data[:len(m)] == m[:len(data)] for m in self._starts)
 
     def is_reasoning_end(self, prompt_token_ids: Sequence[int],
                          chat_template_kwargs: Mapping[str, Any] | None = None) -> bool:
@@ -136,6 +162,8 @@ class TextMarkerParser(ReasoningParser):
         if state == ENDED:
             return ReasoningSplit([], list(token_ids), None, True)
         tb = self.vocabulary.token_bytes
+        if state == PENDING and token_ids and not self._opens(tb[token_ids[0]]):
+            return ReasoningSplit([], list(token_ids), ReasoningEnd(0, True), False)  # answered at once
         data = b"".join([tb[t] for t in token_ids])
         dropped, end_range = self._match_all(data)
         reasoning_stop = len(data) if end_range is None else end_range[0]
@@ -161,19 +189,30 @@ class TextMarkerParser(ReasoningParser):
     def new_tracker(self, prompt_token_ids: Sequence[int] = (),
                     chat_template_kwargs: Mapping[str, Any] | None = None) -> TextMarkerTracker:
         state = self.initial_state(prompt_token_ids, chat_template_kwargs)
-        return TextMarkerTracker(self, ENDED if state == ENDED else _NOTHING_HELD)
+        return TextMarkerTracker(self, state if state in (ENDED, PENDING) else _NOTHING_HELD)
 
     def step(self, state: TextState, token_ids: Sequence[int]) -> tuple[TextState, ReasoningEnd | None]:
-        """The tracker's step (:class:`~reasoning.base.Stepper`) from ``Held(tail)`` or ``ENDED``."""
+        """The tracker's step (:class:`~reasoning.base.Stepper`) from ``Held(tail)``, ``PENDING`` or ``ENDED``."""
         if state == ENDED:
             return ENDED, None
+        if state == PENDING:
+            if not token_ids:
+                return PENDING, None
+            if not self._opens(self.vocabulary.token_bytes[token_ids[0]]):
+                return ENDED, ReasoningEnd(0, True)
+            state = _NOTHING_HELD
         sc = self._scan(THINKING, state.tail, token_ids, want_pieces=False)  # type: ignore[union-attr]
         if sc.end is not None:
             return ENDED, sc.end
         return (state if sc.tail == state.tail else Held(sc.tail)), None  # type: ignore[union-attr]
 
     def keep_thinking_ids(self, state: TextState) -> frozenset[int] | None:
-        return None  # a request starts thinking or ended: its first token never decides
+        # only PENDING is undecided: the tokens that open the thinking; any other starts the content
+        if state != PENDING:
+            return None
+        if self._opening_ids is None:
+            self._opening_ids = frozenset(t for t, b in enumerate(self.vocabulary.token_bytes) if self._opens(b))
+        return self._opening_ids
 
     def ending_ids(self, state: TextState) -> frozenset[int] | None:
         # the end markers are texts: ordinary tokens can complete them, so no id set holds them off
@@ -181,14 +220,15 @@ class TextMarkerParser(ReasoningParser):
 
     def forced_end_ids(self, state: TextState) -> tuple[int, ...] | None:
         # whatever bytes are held, the whole marker follows them: it completes in its last token
-        return checked_end(self, state, self._forced_end)
+        return checked_end(self, state, self._forced_pending if state == PENDING else self._forced_end)
 
     # -- front end -------------------------------------------------------------------------------
     def extract_reasoning(self, text: str, prompt_token_ids: Sequence[int] = (),
                           chat_template_kwargs: Mapping[str, Any] | None = None) -> tuple[str | None, str | None]:
         """Split a whole text: reasoning before the first end marker (start markers removed), content
         after it."""
-        if self.initial_state(prompt_token_ids, chat_template_kwargs) == ENDED:
+        state = self.initial_state(prompt_token_ids, chat_template_kwargs)
+        if state == ENDED or (state == PENDING and text and not self._opens(text[:1].encode("utf-8"))):
             return None, text or None
         data = text.encode("utf-8")
         dropped, end_range = self._match_all(data)
@@ -311,6 +351,11 @@ class TextMarkerStream(ReasoningStream):
         self._c = codecs.getincrementaldecoder("utf-8")("replace")
 
     def feed(self, token_ids: Sequence[int], text: str | None = None) -> DeltaMessage:
+        if self._state == PENDING:  # the first token decides
+            if not token_ids:
+                return DeltaMessage()
+            opens = self._parser._opens(self._parser.vocabulary.token_bytes[token_ids[0]])
+            self._state = THINKING if opens else ENDED
         sc = self._parser._scan(self._state, self._tail, token_ids, want_pieces=True)
         self._state, self._tail = sc.state, sc.tail
         r = self._r.decode(b"".join(p[0] for p in sc.pieces))
@@ -319,7 +364,7 @@ class TextMarkerStream(ReasoningStream):
 
     def finish(self) -> DeltaMessage:
         """The end of the output (e.g. cut by max_tokens): the held-back bytes were reasoning."""
-        r = self._r.decode(self._tail, final=True) if self._state != ENDED else self._r.decode(b"", final=True)
+        r = self._r.decode(self._tail, final=True) if self._state == THINKING else self._r.decode(b"", final=True)
         c = self._c.decode(b"", final=True)
         self._tail = b""
         return DeltaMessage(r or None, c or None)

@@ -44,21 +44,21 @@ SGLANG_REASONING_PARSERS: dict[str, str] = {
     "beam": "beam",
     "response_template": "hf",
     "muse": "muse_glimmer",
+    "kimi": "kimi_vl",
+    "apertus2509": "apertus",
+    "iquest_q1": "iquest_q1",
 }
 """SGLang 0.5.23's ``--reasoning-parser`` names (``ReasoningParser.DetectorMap``) -> thinkgate families.
 ``muse`` is read with the Glimmer profile's recipients, as SGLang's ``muse`` tool-call name is thinkgate's
 ``muse_glimmer`` format (``tool_names.py``). ``hunyuan`` is SGLang's detector for the suffixed ``<think…>`` Hunyuan tokens (thinkgate's ``hy_v4``:
 thinking unless ``reasoning_effort: no_think``); ``gigachat35`` is served by SGLang with DeepSeek-R1's
-detector; ``beam`` and ``response_template`` read their markers from the checkpoint's response template, as
+detector; ``kimi`` is Kimi-VL's ``◁think▷`` text markers (thinkgate's ``kimi_vl``), ``apertus2509``
+Apertus' ``<|inner_prefix|>`` tokens (``apertus``); ``beam`` and ``response_template`` read their markers from the checkpoint's response template, as
 thinkgate's ``hf`` family does (the SGLang backend's vocabulary carries the tokenizer's template). SGLang
 names with no thinkgate family are in :data:`SGLANG_UNSERVED`; a thinkgate family name
 is taken as is."""
 
-SGLANG_UNSERVED: dict[str, str] = {
-    "kimi": "Kimi-VL's ◁think▷ … ◁/think▷ markers: no thinkgate family yet (no vLLM 0.34 name either)",
-    "apertus2509": "Apertus' <|inner_prefix|> … <|inner_suffix|>: no thinkgate family yet (no vLLM 0.34 name)",
-    "iquest_q1": "IQuest Q1: no thinkgate family yet (no vLLM 0.34 name)",
-}
+SGLANG_UNSERVED: dict[str, str] = {}
 """SGLang 0.5.23 names that thinkgate deliberately does not serve yet, each with its reason."""
 
 def thinkgate_family(name: str) -> str:
