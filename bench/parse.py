@@ -152,6 +152,10 @@ CASES: dict[str, tuple[str | None, str, str, str]] = {
                 '<|close|>response<|sep|><|open|>tools<|sep|><|open|>call tool="get_weather" index="1"<|sep|>'
                 '<|open|>argument key="location" type="string"<|sep|>Paris<|close|>argument<|sep|><|close|>call<|sep|>'
                 "<|close|>tools<|sep|><|close|>message<|sep|>"),
+    # IQuest-Q1 (SGLang's iquest_q1): the prompt opens the thought
+    "iquest_q1": ("iquest_q1", "<|iquest_assistant|><think>", "I should call a tool.</think>",
+                  "<iquest_tool_call>get_weather<arg_key>location</arg_key><arg_value>Paris</arg_value>"
+                  "</iquest_tool_call>"),
 }
 LIST_OUTPUT = ("json", "xlam", "pythonic", "llama4_pythonic")
 """Formats whose output is one list of calls (JSON, or Python calls for the pythonic two, whose reader takes

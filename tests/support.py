@@ -486,6 +486,11 @@ FAMILIES: dict[str, Family] = {f.fmt: f for f in [
     *[Family(fmt, "muse", fmt, MUSE_PROMPT, MUSE_THINK, _muse_call, sep="<|eom|><|start|>assistant",
              xml=('<atem:parameter name="location">', "</atem:parameter>"), close_ends_value=True)
       for fmt in ("muse", "muse_glimmer")],
+    # -- IQuest-Q1 (SGLang's iquest_q1): GLM-4.7's keyed arguments in <iquest_tool_call>; the prompt opens the
+    # thought (last: a family added at the end leaves the other formats' corpus windows where they were)
+    Family("iquest_q1", "iquest", "iquest_q1", "<|iquest_assistant|><think>", "I should call a tool.</think>",
+           lambda n, a, i: f"<iquest_tool_call>{n}" + _xml(n, a, "<arg_key>{key}</arg_key><arg_value>", "</arg_value>")
+           + "</iquest_tool_call>", xml=("<arg_key>location</arg_key><arg_value>", "</arg_value>")),
 ]}
 FORMATS = list(FAMILIES)
 

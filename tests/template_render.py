@@ -249,6 +249,18 @@ def _glm47(calls: Sequence[Call], content: str) -> str:
     return out
 
 
+def _iquest_q1(calls: Sequence[Call], content: str) -> str:
+    # IQuest-Q1 (IQuestLab/IQuest-Q1, as a public runtime's render tests quote its template): content, then per
+    # call '<iquest_tool_call>' + name + '<arg_key>k</arg_key><arg_value>v</arg_value>' ... + '</iquest_tool_call>',
+    # non-strings as JSON, no newline anywhere
+    out = content.strip()
+    for name, args in calls:
+        out += "<iquest_tool_call>" + name
+        out += "".join(f"<arg_key>{k}</arg_key><arg_value>{_glm_value(v)}</arg_value>" for k, v in args.items())
+        out += "</iquest_tool_call>"
+    return out
+
+
 def _minimax_m2(calls: Sequence[Call], content: str) -> str:
     # MiniMax M2: content + '\n<minimax:tool_call>\n' + per call '<invoke name="N">\n' + per argument
     # '<parameter name="k">' + (v | tojson if v is not string else v) + '</parameter>\n' + '</invoke>\n', then
@@ -868,6 +880,10 @@ RENDERERS: dict[str, Renderer] = {r.name: r for r in [
              "_xtml_value, _escape_attr_value; K3 ships no Jinja template); vllm-project/vllm 0.34 "
              "structural_tag_registry.get_kimi_k3_structural_tag", _kimi_k3,
              notes="the response channel (with its opening: thinking on) then the tools channel; the message's close"),
+    # -- IQuest-Q1 (SGLang's iquest_q1)
+    Renderer("iquest_q1", "iquest_q1", "a public IQuest runtime's render tests ('<iquest_tool_call>lookup<arg_key>"
+             "count</arg_key><arg_value>{number}</arg_value></iquest_tool_call>'); SGLang 0.5.23 "
+             "function_call/iquest_q1_detector.py", _iquest_q1),
     # -- muse
     Renderer("muse", "muse", "Muse's chat template as a public Muse runtime's renderer golden tests quote it (tool "
              "instruction, '<|start|>assistant to=N<|message|><atem:function_calls>' history, calls joined by "

@@ -28,7 +28,8 @@ def test_every_sglang_name_is_mapped_or_listed_with_a_reason() -> None:
     ("hermes", "hermes"), ("qwen25", "hermes"), ("qwen3_coder", "qwen3_coder"), ("deepseekv3", "deepseek_v3"),
     ("deepseekv31", "deepseek_v31"), ("deepseekv32", "deepseek_v32"), ("deepseekv4", "deepseek_v4"),
     ("glm", "glm45"), ("glm47", "glm47"), ("gpt-oss", "openai"), ("kimi_k2", "kimi_k2"), ("llama3", "llama3_json"),
-    ("mistral", "mistral"), ("minimax-m2", "minimax_m2"), ("gemma4", "gemma4"),
+    ("mistral", "mistral"), ("minimax-m2", "minimax_m2"), ("gemma4", "gemma4"), ("trinity", "hermes"),
+    ("iquest_q1", "iquest_q1"),
 ])
 def test_the_served_sglang_names_resolve_to_their_format(sglang: str, fmt: str) -> None:
     assert thinkgate_tool_format(sglang) == get_tool_format(fmt).name

@@ -467,3 +467,15 @@ register_tool_format(MuseFormat(name="muse", aliases=("musespark",), recipients=
 register_tool_format(MuseFormat(
     name="muse_glimmer", recipients=GLIMMER, pre_recipients=("self",),
     description="Muse Glimmer profile: Muse's call messages; every recipient but self and user is a tool"))
+# -- names only SGLang 0.5.23 has (vLLM 0.34 has no parser of them). IQuest-Q1 (SGLang's iquest_q1, a GLM-4.7
+# detector with its own call tokens): GLM-4.7's keyed arguments, nothing between the pieces or the calls.
+# SGLang's trinity is hermes' syntax (thinkgate/engines/sglang/tool_names.py maps it there).
+register_tool_format(CallFormat(
+    name="iquest_q1",
+    description="IQuest-Q1: <iquest_tool_call>NAME<arg_key>K</arg_key><arg_value>V</arg_value></iquest_tool_call>",
+    markers=("<iquest_tool_call>", "</iquest_tool_call>", "<arg_key>", "</arg_key>", "<arg_value>", "</arg_value>",
+             *_THINK),
+    optional_markers=("<arg_key>", "</arg_key>", "<arg_value>", "</arg_value>"),
+    call_begin="<iquest_tool_call>{name}",
+    args=XmlArgs("<arg_key>{key}</arg_key><arg_value>", "</arg_value>", "</arg_value>"),
+    call_end="</iquest_tool_call>"))

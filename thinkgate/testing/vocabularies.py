@@ -92,6 +92,9 @@ SYNTHETIC_FAMILIES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
                  "<|content_audio_input|>", "<|content_tool_error|>", "<|content_xml|>",
                  "<|content_invoke_tool_json|>", "<|content_invoke_tool_text|>", "<|end_message|>", "<|audio_end|>"),
                 ("<|content_model_end_sampling|>",)),
+    # IQuest-Q1 (SGLang's iquest_q1): its turn and call tokens; <think> / </think> are the Qwen3.6 table's
+    "iquest": (("<|iquest_assistant|>", "<|iquest_end|>", "<iquest_tool_call>", "</iquest_tool_call>", "<arg_key>",
+                "</arg_key>", "<arg_value>", "</arg_value>"), ("<|iquest_end|>",)),
     # Kimi K3's XTML: every marker is <|open|> / <|close|>, a word, <|sep|>; a message ends with <|end_of_msg|>
     "kimi_k3": (("<|open|>", "<|close|>", "<|sep|>", "<|end_of_msg|>"), ("<|end_of_msg|>",)),
     # -- Muse (Spark, Glimmer): the GGUF metadata's control tokens (<|eom|> ends a message and the turn goes
@@ -140,6 +143,7 @@ FORMAT_VOCABULARY: dict[str, str] = {
     "gigachat3": "gigachat", "apertus": "apertus", "inkling": "inkling", "kimi_k3": "kimi_k3",
     "muse": "muse", "muse_glimmer": "muse",
     "hf": "gemma_template",
+    "iquest_q1": "iquest",
 }
 """Format -> the vocabulary its tests and benchmarks use (a real name or a synthetic family)."""
 
