@@ -19,6 +19,7 @@ from support import FAMILIES, stream_chunks, request_for, vocab
 from template_render import render
 
 from thinkgate.structured_output.tools import get_tool_format, get_tool_reader
+from thinkgate.structured_output.tools.request import normalize_tool_request
 
 LOOKUP = [
     {"type": "function", "function": {"name": "lookup", "parameters": {"type": "object", "properties": {
@@ -189,12 +190,49 @@ def test_layouts_vllm_reads_beside_the_templates(fmt: str, text: str) -> None:
     assert read(fmt, LOOKUP, text) == (None, [("lookup", {"query": "Paris"})])
 
 
-@pytest.mark.xfail(strict=True, reason="vLLM's deepseek_v41 also opens a block with V4's name in V4.1's spacing "
-                   "(<｜DSML｜ tool_calls>); a CallFormat has one section opening (strict: fails once read)")
-def test_deepseek_v41_block_under_v4s_name() -> None:
-    text = ('\n\n<｜DSML｜ tool_calls>\n<｜DSML｜ invoke name="lookup">\n<｜DSML｜ parameter name="query" '
-            'string="true">Paris</｜DSML｜ parameter>\n</｜DSML｜ invoke>\n</｜DSML｜ tool_calls>')
+V41_UNDER_V4_NAME = ('\n\n<｜DSML｜ tool_calls>\n<｜DSML｜ invoke name="lookup">\n<｜DSML｜ parameter name="query" '
+                     'string="true">Paris</｜DSML｜ parameter>\n</｜DSML｜ invoke>\n</｜DSML｜ tool_calls>')
+
+
+@pytest.mark.parametrize("close", ["</｜DSML｜ tool_calls>", "</｜DSML｜ calls>"])
+def test_deepseek_v41_block_under_v4s_name(close: str) -> None:
+    """vLLM 0.34's deepseek_v41 (and its own tests) also open a block with V4's name in V4.1's spacing
+    (``<｜DSML｜ tool_calls>``): the reader takes it, closed with either name; V4's unspaced tags stay content."""
+    text = V41_UNDER_V4_NAME.replace("</｜DSML｜ tool_calls>", close)
     assert read("deepseek_v41", LOOKUP, text) == (None, [("lookup", {"query": "Paris"})])
+    assert read("deepseek_v41", LOOKUP, "Hi " + text + " bye") == ("Hi \n\n bye", [("lookup", {"query": "Paris"})])
+
+
+def test_deepseek_v41_block_under_v4s_name_streamed_token_by_token() -> None:
+    """Streamed in any chunking, the block under V4's name gives the whole read's call and content."""
+    fam = FAMILIES["deepseek_v41"]
+    v = vocab(fam.vocab)
+    ids = v.encode("Hi" + V41_UNDER_V4_NAME + "\nbye")
+    whole = request_for("deepseek_v41", None, tools=LOOKUP, tool_choice="auto").parse(ids)
+    assert [(c.name, json.loads(c.arguments)) for c in whole.tool_calls] == [("lookup", {"query": "Paris"})]
+    for cuts in (range(len(ids)), [], range(0, len(ids), 3)):
+        deltas, _ = stream_chunks(request_for("deepseek_v41", None, tools=LOOKUP, tool_choice="auto"), ids, cuts,
+                                  False)
+        calls = [tc for d in deltas if d for tc in d.get("tool_calls") or ()]
+        assert [tc["function"]["name"] for tc in calls if "id" in tc] == ["lookup"]
+        assert json.loads("".join(tc["function"].get("arguments") or "" for tc in calls)) == {"query": "Paris"}
+        assert "".join(d.get("content") or "" for d in deltas if d) == whole.content
+
+
+def test_deepseek_v41_mismatched_or_unspaced_openings_stay_content() -> None:
+    """Only the two spaced openings read: V4's own (unspaced) block and a block that never closes are content."""
+    v4 = V41_UNDER_V4_NAME.replace("｜DSML｜ ", "｜DSML｜")
+    assert read("deepseek_v41", LOOKUP, v4) == (v4.strip(), [])
+    cut = V41_UNDER_V4_NAME[:V41_UNDER_V4_NAME.rindex("</｜DSML｜ invoke>")]
+    assert read("deepseek_v41", LOOKUP, cut) == (cut.strip(), [])
+
+
+def test_deepseek_v41_constraint_writes_the_templates_calls_only() -> None:
+    """The second spelling is read, never written: the required constraint spells "<｜DSML｜ calls>"."""
+    fam = FAMILIES["deepseek_v41"]
+    tag = json.dumps(get_tool_format("deepseek_v41").structural_tag(
+        normalize_tool_request(LOOKUP, "required"), vocabulary=vocab(fam.vocab)), ensure_ascii=False)
+    assert " calls>" in tag and "tool_calls" not in tag
 
 
 # -- Cohere Command (cohere_command3, cohere_command4: one action syntax, cohere_melody's renderers for both)

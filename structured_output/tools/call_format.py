@@ -7,6 +7,7 @@ A :class:`CallFormat` is defined by literals of the model's own call syntax::
     args         JsonArgs() | XmlArgs(...) | GemmaArgs()
     call_end                                                         '}\\n</tool_call>'
     call_sep     between two calls                                   '\\n'
+    alt_sections other (begin, end) spellings only the readers take    (DeepSeek V4.1: V4's name, V4.1's spacing)
 
 and by its ``markers``: the family's control tokens, matched as tokens. From that one definition:
 
@@ -202,6 +203,11 @@ class CallFormat(ToolFormat):
     """Markers of the syntax a vocabulary may hold as control tokens or not (MiniMax M3's ``<tool_call>``
     after its namespace token: one in the Qwen3.6 table, unknown in M3's own tokenizer): matched as a
     token where it is one, as text elsewhere, and not among :attr:`required_markers`."""
+    alt_sections: tuple[tuple[str, str], ...] = ()
+    """Other (opening, closing) spellings of :attr:`section` that the readers take, never the grammar (vLLM's
+    ``deepseek_v41`` also opens a block with V4's ``tool_calls`` name in V4.1's spacing). Each must start with
+    the section's trigger; the readers take any of the openings, then any of the closings, an alternative
+    one as written (only its surrounding whitespace loose)."""
     _trigger: str = field(init=False, default="")
     _trigger_is_token: bool = field(init=False, default=True)
     _reader_trigger: str = field(init=False, default="")
@@ -225,6 +231,36 @@ class CallFormat(ToolFormat):
                 raise ValueError(f"format {self.name!r}: no trigger")
             self._trigger, self._trigger_is_token, self._lead_text = trig, False, ""
         self._reader_trigger = self._trigger if self._trigger_is_token else self._trigger.split()[0]
+        if self.alt_sections:
+            if self.section is None:
+                raise ValueError(f"format {self.name!r}: alt_sections without a section")
+            for begin, _ in self.alt_sections:
+                if not begin.startswith(self._lead_text + self._trigger):
+                    raise ValueError(f"format {self.name!r}: the section spelling {begin!r} does not start with "
+                                     f"the trigger {self._lead_text + self._trigger!r}")
+
+    def match_section_opening(self, src: MarkedText, pos: int, lit: LiteralText, skip: int = 0) -> int:
+        """The end of a section's opening at ``pos`` (its first ``skip`` characters, the lead, already read),
+        or -1: :attr:`section`'s read generously (as every literal), one of :attr:`alt_sections`' as written
+        (only its surrounding whitespace is loose: a second spelling must not widen into a third)."""
+        assert self.section is not None
+        return self._match_spelling(src, pos, self.section[0][skip:], [b[skip:] for b, _ in self.alt_sections], lit)
+
+    def match_section_closing(self, src: MarkedText, pos: int, lit: LiteralText) -> int:
+        """The end of a section's closing at ``pos``, or -1 (any of the spellings, as for the opening)."""
+        assert self.section is not None
+        return self._match_spelling(src, pos, self.section[1], [e for _, e in self.alt_sections], lit)
+
+    @staticmethod
+    def _match_spelling(src: MarkedText, pos: int, literal: str, alternatives: Sequence[str], lit: LiteralText) -> int:
+        end = src.match_literal(pos, literal, lit)
+        if end >= 0:
+            return end
+        for alt in alternatives:
+            end = src.match_literal(pos, alt, lit)
+            if end >= 0 and src.text[pos:end].strip() == alt.strip():
+                return end
+        return -1
 
     # -- constraint ------------------------------------------------------------------------------
     def any_order_tools(self, request: ToolRequest) -> list[str]:
@@ -323,7 +359,8 @@ class CallFormat(ToolFormat):
     @property
     def syntax_markers(self) -> tuple[str, ...]:
         """The markers the call syntax writes (a block holds these control tokens, no other)."""
-        syntax = self.call_begin + self.call_end + "".join(self.section or ()) + repr(self.args)
+        syntax = (self.call_begin + self.call_end + "".join(self.section or ()) + repr(self.args)
+                  + "".join(b + e for b, e in self.alt_sections))
         return tuple(m for m in self.markers if m in syntax)
 
     @property
@@ -491,18 +528,20 @@ class CallFormat(ToolFormat):
         if self.section is None:
             call, end = self._read_call(src, pos, tools, lit, skip)
             return [(call, pos, end)], end
-        pos = self._expect(src, pos, self.section[0][skip:], lit)
+        pos = self.match_section_opening(src, pos, lit, skip)
+        if pos < 0:
+            raise NoMatch("expected the section's opening")
         calls = []
         call, end = self._read_call(src, pos, tools, lit)
         calls.append((call, pos, end))
         pos = end
-        while src.match_literal(_skip_space(src, pos), self.section[1], lit) < 0:
+        while (close := self.match_section_closing(src, _skip_space(src, pos), lit)) < 0:
             # models put whitespace between the calls of a section, whatever their template's separator
             pos = _skip_space(src, self._expect(src, _skip_space(src, pos), self.call_sep, lit))
             call, end = self._read_call(src, pos, tools, lit)
             calls.append((call, pos, end))
             pos = end
-        return calls, self._expect(src, _skip_space(src, pos), self.section[1], lit)
+        return calls, close
 
     def read_marked(self, src: MarkedText, request: ToolRequest, policy: CallPolicy | None = None) -> ToolCallsResult:
         policy = policy or CallPolicy(request)

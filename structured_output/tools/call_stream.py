@@ -68,25 +68,30 @@ class CallFormatStream(ToolStream):
         self._tools = ToolTable(request)
         self._trig, self._lead = fmt._reader_trigger, fmt._lead_text
         self._start_text = self._lead + self._trig
-        end = fmt.section[1] if fmt.section else fmt.call_end
-        markers = [piece for is_marker, piece in self._lit.split(end) if is_marker]
-        control = [m for m in markers if m in special]
+        ends = (fmt.section[1], *(e for _, e in fmt.alt_sections)) if fmt.section else (fmt.call_end,)
         # the block's syntax after its trigger: the end's token (with its text) must not occur in it but at
         # the end (PLaMo 3 closes every marker with ":plamo|>": its blocks end at their whole end literal)
-        head = fmt.section[0] if fmt.section else fmt.call_begin
-        inner = head[head.find(fmt._trigger) + len(fmt._trigger):] + fmt.call_sep + repr(fmt.args)
+        inner = fmt.call_sep + repr(fmt.args)
+        for head in ((fmt.section[0], *(b for b, _ in fmt.alt_sections)) if fmt.section else (fmt.call_begin,)):
+            inner += head[head.find(fmt._trigger) + len(fmt._trigger):]
         if fmt.section:
             inner += fmt.call_begin + fmt.call_end
-        if control and end[end.rindex(control[-1]):] not in inner:
-            # the block can end only where its last control marker comes (with the text after it)
+        tails = []
+        for end in ends:
+            control = [piece for is_marker, piece in self._lit.split(end) if is_marker and piece in special]
+            tail = end[end.rindex(control[-1]):] if control else ""
+            tails.append(tail if tail and tail not in inner else None)
+        if all(tails):
+            # the block can end only where the last control marker of one of its ends comes (with the text
+            # after it)
             self._end_mode = "token"
-            self._end = end[end.rindex(control[-1]):]
-        elif isinstance(fmt.args, JsonArgs) and not end.strip(" \n}"):
+            self._ends_lit: tuple[str, ...] = tuple(tails)  # type: ignore[arg-type]
+        elif len(ends) == 1 and isinstance(fmt.args, JsonArgs) and not ends[0].strip(" \n}"):
             self._end_mode = "brackets"
-            self._end = end
+            self._ends_lit = ends
         else:
             self._end_mode = "literal"  # a block that does not read at one end may read at a later one
-            self._end = end or fmt.call_end
+            self._ends_lit = tuple(e or fmt.call_end for e in ends)
         # control tokens a block may hold (its syntax markers), and whether it holds its trigger only once
         self._inside = frozenset(m for m in fmt.syntax_markers if m in special)
         block = "".join(fmt.section or ()) + fmt.call_begin + fmt.call_end
@@ -163,17 +168,22 @@ class CallFormatStream(ToolStream):
         k = bisect.bisect_left(self._ends, (self._search, -1))
         if k == len(self._ends):
             start = max(self._search, self._end_pos)
+            found: tuple[int, int] | None = None
             if src is None:
                 w = p.window(start)
-                i = w.find_literal(self._end, 0, self._lit)
-                found = (start + i, start + w.match_literal(i, self._end, self._lit)) if i >= 0 else None
+                for literal in self._ends_lit:
+                    i = w.find_literal(literal, 0, self._lit)
+                    if i >= 0 and (found is None or start + i < found[0]):
+                        found = (start + i, start + w.match_literal(i, literal, self._lit))
                 self._scanned += len(w.text)
             else:
-                i = src.find_literal(self._end, start, self._lit)
-                found = (i, src.match_literal(i, self._end, self._lit)) if i >= 0 else None
-                self._scanned += (len(src.text) if i < 0 else i) - start
+                for literal in self._ends_lit:
+                    i = src.find_literal(literal, start, self._lit)
+                    if i >= 0 and (found is None or i < found[0]):
+                        found = (i, src.match_literal(i, literal, self._lit))
+                self._scanned += (len(src.text) if found is None else found[0]) - start
             if found is None:
-                self._end_pos = max(start, len(p) - len(self._end) + 1)
+                self._end_pos = max(start, len(p) - max(map(len, self._ends_lit)) + 1)
                 return -1
             self._ends.append(found)
             self._end_pos = found[0] + 1

@@ -316,6 +316,9 @@ register_tool_format(CallFormat(
     description="DeepSeek V4.1 DSML: <｜DSML｜ calls> <｜DSML｜ invoke name=...> <｜DSML｜ parameter ...> (a space "
                 "after the marker)",
     markers=("｜DSML｜", *_THINK), section=("<｜DSML｜ calls>\n", "</｜DSML｜ calls>"),
+    # vLLM 0.34's deepseek_v41 also opens a block under V4's name in V4.1's spacing; the readers take it (closed
+    # either way), the grammar writes the template's "calls"
+    alt_sections=(("<｜DSML｜ tool_calls>\n", "</｜DSML｜ tool_calls>"),),
     call_begin='<｜DSML｜ invoke name="{name}">\n',
     args=DsmlArgs(param_begin='<｜DSML｜ parameter name="{key}" string="{string}">',
                   param_end="</｜DSML｜ parameter>\n", close="</｜DSML｜ parameter>"),

@@ -95,9 +95,8 @@ class LiveBlock:
         if self._state == _SECTION:
             assert fmt.section is not None
             w = self._window_text(pending)
-            opening = fmt.section[0][self._skip:]
-            q = w.match_literal(0, opening, lit)
-            if q < 0 or (q == len(w.text) and opening[-1:].isspace()):
+            q = fmt.match_section_opening(w, 0, lit, self._skip)
+            if q < 0 or (q == len(w.text) and fmt.section[0][-1:].isspace()):
                 return self._wait(w.text)  # (its whitespace, any run, may still come)
             self._pos += q
             self._skip = 0
@@ -142,7 +141,7 @@ class LiveBlock:
             q = w.match_literal(0, fmt.call_end, lit)
             if q < 0:
                 return self._wait(w.text)
-            if w.match_literal(q, fmt.section[1], lit) >= 0:
+            if fmt.match_section_closing(w, q, lit) >= 0:
                 self._state = _WAIT
                 return False
             r = w.match_literal(q, fmt.call_sep, lit)

@@ -39,7 +39,8 @@ every difference; a difference no kind explains fails. The kinds (the documented
   for the name's syntax keeps a value's text (``"3"``), as vLLM's parser of that syntax does (``poolside_v1``
   is GLM-4.5's syntax; vLLM's own poolside parser reads such a value as JSON);
 - ``thinkgate-misses-calls`` (thinkgate's gap): a layout one of vLLM's own tests feeds the parser that thinkgate
-  does not read (``deepseek_v41``: a block opened under V4's name in V4.1's spacing, ``<｜DSML｜ tool_calls>``);
+  does not read (``tool_differential.GAPS``; none now: ``deepseek_v41``'s block under V4's name in V4.1's
+  spacing, ``<｜DSML｜ tool_calls>``, is read);
 - ``repeated-element`` (choice, ``minimax_m3``): an object's element written twice: vLLM collects the values into
   a list, thinkgate keeps the key twice and the call stays content (a key written twice refuses a call in every
   format);
