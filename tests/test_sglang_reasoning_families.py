@@ -211,3 +211,52 @@ def test_sglang_facts_hold_for_chunked_unicode_reasoning():
     """Multi-byte reasoning text streamed in byte-level pieces joins to the whole read."""
     check(parser("kimi_vl"), "◁think▷思考 ◁ ▷ ◀◁/think▷答え", "思考 ◁ ▷ ◀", "答え")
     check(parser("iquest_q1", "tekken"), "思考 <thin k></think>答え", "思考 <thin k>", "答え")
+
+
+# -- the engine core: the grammar applies from the first content token ---------------------------------------
+
+@pytest.fixture(scope="module")
+def managers():
+    """One vocabulary holding every family's special tokens (the Qwen3.6 table, where the Kimi-VL markers are
+    text), one compiler, a manager per family."""
+    from thinkgate.structured_output import StructuredOutputManager
+    from thinkgate.structured_output.compilation.compiler import Compiler
+    specials = ["<|im_user|>", "<|im_assistant|>", "<|im_system|>", "<|im_middle|>", "<|assistant_start|>",
+                "<|inner_prefix|>", "<|inner_suffix|>", "<|tools_prefix|>", "<|iquest_assistant|>"]
+    v = with_specials(load_vocabulary("qwen3_6"), specials, "qwen3_6+sglang_families")
+    compiler = Compiler(v, num_threads=1)
+    made = {f: StructuredOutputManager(v, get_reasoning_parser(f)(v), compiler=compiler, max_num_seqs=1)
+            for f in ("kimi_vl", "apertus", "iquest_q1")}
+    yield made
+    for m in made.values():
+        m.close()
+    compiler.close()
+
+
+@pytest.mark.parametrize("family, prompt, output, rejected_at", [
+    # Kimi-VL thinks: ◁think▷ (three tokens here) opens it, no token of the thinking is masked
+    ("kimi_vl", "", '◁think▷Any {text] here.◁/think▷{"a": 1}', None),
+    ("kimi_vl", "", '{"a": 1}', None),                   # answers at once: the first token is the grammar's
+    ("kimi_vl", "", "Plain text.", 0),                   # neither thinking nor the grammar's first token
+    ("apertus", "<|assistant_start|>", '<|inner_prefix|>Any {text] here.<|inner_suffix|>{"a": 1}', None),
+    ("apertus", "<|assistant_start|>", '{"a": 1}', None),
+    ("iquest_q1", "<|iquest_assistant|><think>", 'Any {text] here.</think>{"a": 1}', None),
+])
+def test_the_grammar_applies_from_the_first_content_token(managers, family, prompt, output, rejected_at):
+    from thinkgate.structured_output.compilation.constraints import Constraint
+    from thinkgate.testing.streams import replay, wait_compiled
+    mgr = managers[family]
+    v = mgr.vocabulary
+    schema = {"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]}
+    rid = f"{family}:{output}"
+    mgr.add_request(rid, Constraint.json_schema(schema), v.encode(prompt) if prompt else [])
+    try:
+        wait_compiled(mgr, rid)
+        got = replay(mgr, rid, v.encode(output) + [min(v.stop_token_ids)])
+        assert got.disagreement is None, got  # the mask allows each token exactly when the grammar takes it
+        if rejected_at is None:
+            assert got.status == "terminated", got
+        else:
+            assert got.status == "error" and got.accepted == rejected_at, got
+    finally:
+        mgr.remove_request(rid)
