@@ -204,14 +204,16 @@ def test_deepseek_v41_block_under_v4s_name(close: str) -> None:
 
 
 def test_deepseek_v41_block_under_v4s_name_streamed_token_by_token() -> None:
-    """Streamed in any chunking, the block under V4's name gives the whole read's call and content."""
+    """Streamed in any chunking, the block under V4's name gives the whole read's call and content (the live
+    reader of a constrained request takes the second spelling too)."""
     fam = FAMILIES["deepseek_v41"]
     v = vocab(fam.vocab)
     ids = v.encode("Hi" + V41_UNDER_V4_NAME + "\nbye")
     whole = request_for("deepseek_v41", None, tools=LOOKUP, tool_choice="auto").parse(ids)
     assert [(c.name, json.loads(c.arguments)) for c in whole.tool_calls] == [("lookup", {"query": "Paris"})]
-    for cuts in (range(len(ids)), [], range(0, len(ids), 3)):
-        deltas, _ = stream_chunks(request_for("deepseek_v41", None, tools=LOOKUP, tool_choice="auto"), ids, cuts,
+    for choice, cuts in [("auto", range(len(ids))), ("auto", []), ("auto", range(0, len(ids), 3)),
+                         ("required", range(len(ids)))]:  # required: the call's arguments go out as written
+        deltas, _ = stream_chunks(request_for("deepseek_v41", None, tools=LOOKUP, tool_choice=choice), ids, cuts,
                                   False)
         calls = [tc for d in deltas if d for tc in d.get("tool_calls") or ()]
         assert [tc["function"]["name"] for tc in calls if "id" in tc] == ["lookup"]
