@@ -172,3 +172,19 @@ def test_trinity_think_tags_inside_arguments_are_kept() -> None:
            + v.encode('"}}\n</tool_call>'))
     r = get_tool_reader(thinkgate_tool_format("trinity"), LOOKUP).read_ids(ids, v)
     assert [(c.name, json.loads(c.arguments)) for c in r.calls] == [("lookup", {"query": inside})]
+
+
+def test_iquest_q1_argument_tags_read_as_text_where_the_vocabulary_lacks_them() -> None:
+    """Whether IQuest's tokenizer holds <arg_key> / <arg_value> as tokens is not known offline: they are optional
+    markers, matched as tokens where they are ones and as text elsewhere; the call tokens are required."""
+    from support import with_specials
+    from thinkgate.reasoning import load_vocabulary
+    v = with_specials(load_vocabulary("qwen3_6"), ["<iquest_tool_call>", "</iquest_tool_call>"], "qwen3_6+iquest_calls")
+    assert v.token_id("<arg_key>") is None
+    ids = v.encode("Hi<iquest_tool_call>lookup<arg_key>query</arg_key><arg_value>a</arg_value></iquest_tool_call>")
+    r = get_tool_reader("iquest_q1", LOOKUP).read_ids(ids, v)
+    assert (r.content, [(c.name, json.loads(c.arguments)) for c in r.calls]) == ("Hi", [("lookup", {"query": "a"})])
+    assert Parser(v, None, "iquest_q1").tool_format.name == "iquest_q1"  # the format takes this vocabulary
+    from thinkgate.structured_output.tools.request import normalize_tool_request
+    tag = get_tool_format("iquest_q1").structural_tag(normalize_tool_request(LOOKUP, "required"), vocabulary=v)
+    assert "<arg_key>" in json.dumps(tag)  # the grammar spells the tags, as text here
