@@ -29,12 +29,12 @@ SGLANG_TOOL_PARSERS: dict[str, str] = {
     "interns1": "internlm",                                            # InternlmDetector: <|action_start|><|plugin|>
     "hunyuan": "hunyuan_a13b", "gigachat3": "gigachat3", "inkling": "inkling",
     "response_template": "hf",                                         # the checkpoint's response_template
+    "gigachat35": "gigachat35",                                        # GigaChat35Detector: GCML (DSML's syntax)
+    "spark25": "spark25",                                              # Spark25Detector: <tool_call>N\n<arg_key>...
 }
 """SGLang name -> the thinkgate format of the same syntax (served once that format is registered)."""
 
 SGLANG_TOOL_UNSERVED: dict[str, str] = {
-    "gigachat35": "GigaChat 3.5's syntax; vLLM 0.34 has no parser of it and thinkgate no format",
-    "spark25": "Spark2.5's XML-KV syntax; vLLM 0.34 has no parser of it and thinkgate no format",
     "trinity": "Trinity's syntax; vLLM 0.34 has no parser of it and thinkgate no format",
     "iquest_q1": "IQuest-Q1's <iquest_tool_call> syntax; vLLM 0.34 has no parser of it and thinkgate no format",
 }
