@@ -472,11 +472,13 @@ register_tool_format(MuseFormat(
 # string="true" + the raw text for a str value, string="false" + tojson for any other; no blank line without arguments
 register_tool_format(CallFormat(
     name="gigachat35",
-    description="GigaChat 3.5 GCML: <｜GCML｜tool_calls> <｜GCML｜invoke name=...> <｜GCML｜parameter name=... string=...>",
-    markers=("｜GCML｜", "<|message_sep|>", "<|role_sep|>", *_THINK), section=("<｜GCML｜tool_calls>\n", "</｜GCML｜tool_calls>"),
+    description="GigaChat 3.5 GCML: <｜GCML｜tool_calls> <｜GCML｜invoke name=...> <｜GCML｜parameter name=... "
+                "string=...>",
+    markers=("｜GCML｜", "<|message_sep|>", "<|role_sep|>", *_THINK),
+    section=("<｜GCML｜tool_calls>\n", "</｜GCML｜tool_calls>"),
     call_begin='<｜GCML｜invoke name="{name}">\n',
-    args=DsmlArgs(param_begin='<｜GCML｜parameter name="{key}" string="{string}">', param_end="</｜GCML｜parameter>\n",
-                  close="</｜GCML｜parameter>", marker="｜GCML｜", no_params=""),
+    args=DsmlArgs(param_begin='<｜GCML｜parameter name="{key}" string="{string}">',
+                  param_end="</｜GCML｜parameter>\n", close="</｜GCML｜parameter>", marker="｜GCML｜", no_params=""),
     call_end="</｜GCML｜invoke>\n"))
 
 # Spark-X2.5 (iFlytek / XHToken; SGLang's spark25, its own vLLM plugin's parser): GLM-4.5's call with no newline
