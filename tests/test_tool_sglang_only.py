@@ -119,7 +119,7 @@ def test_gigachat35_call_to_an_undeclared_tool_stays_content() -> None:
 def test_gigachat35_parameter_name_holding_the_marker_is_a_clear_error() -> None:
     tool = {"type": "function", "function": {"name": "f", "parameters": {"type": "object", "properties": {
         "a｜GCML｜b": {"type": "string"}}, "required": ["a｜GCML｜b"]}}}
-    with pytest.raises(ValueError, match="｜GCML｜"):
+    with pytest.raises(ValueError, match="tool 'f': parameter name 'a｜GCML｜b' cannot be written in GCML"):
         build_tool_constraint([tool], "required", format="gigachat35")
 
 

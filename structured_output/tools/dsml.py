@@ -113,7 +113,7 @@ class DsmlArgs(XmlArgs):
 
     def _check_key(self, tool: ToolSpec, key: str, lit: LiteralText | None = None) -> None:
         if self.marker in key:
-            raise ValueError(f"tool {tool.name!r}: parameter name {key!r} cannot be written in this syntax "
+            raise ValueError(f"tool {tool.name!r}: parameter name {key!r} cannot be written in {self.marker.strip('｜')} "
                              f"(it contains the {self.marker!r} marker, a control token)")
 
     def _open(self, key: Fmt, raw: bool, lit: LiteralText) -> Fmt:
