@@ -54,8 +54,7 @@ def spark(name: str, *pairs: tuple[str, str]) -> str:
 
 def test_sglang_names_are_served_by_these_formats() -> None:
     for name in FORMATS:
-        assert thinkgate_tool_format(name) == name
-    assert get_tool_format("spark2_5") is get_tool_format("spark25")
+        assert thinkgate_tool_format(name) == name == get_tool_format(name).name
 
 
 # -- GigaChat 3.5 (GCML)
@@ -148,6 +147,13 @@ def test_spark25_a_string_parameter_keeps_its_text() -> None:
     assert read("spark25", text) == (None, [("get_weather", {"location": "007", "note": "007"})])
     assert read("spark25", spark("get_weather", ("location", "null"))) == (None, [("get_weather",
                                                                                     {"location": "null"})])
+
+
+def test_spark25_undeclared_parameters_and_booleans_as_digits_read_as_json() -> None:
+    """An undeclared parameter is typed as every XML format types it (the tool's additionalProperties: any JSON),
+    and a boolean written 1 is that number, left to the schema check (SGLang: "42" and True)."""
+    text = spark("get_weather", ("location", "x"), ("extra", "42"), ("flag", "1"))
+    assert read("spark25", text) == (None, [("get_weather", {"location": "x", "extra": 42, "flag": 1})])
 
 
 @pytest.mark.parametrize("text", [

@@ -481,10 +481,10 @@ register_tool_format(CallFormat(
                   param_end="</｜GCML｜parameter>\n", close="</｜GCML｜parameter>", marker="｜GCML｜", no_params=""),
     call_end="</｜GCML｜invoke>\n"))
 
-# Spark-X2.5 (iFlytek / XHToken; SGLang's spark25, its own vLLM plugin's parser): GLM-4.5's call with no newline
-# between a key and its value, a pair a line
+# Spark-X2.5 (iFlytek / XHToken; SGLang's spark25, and the name its own vLLM plugin registers): GLM-4.5's call with
+# no newline between a key and its value, a pair a line
 register_tool_format(CallFormat(
-    name="spark25", aliases=("spark2_5",),
+    name="spark25",
     description="Spark-X2.5: <tool_call>NAME\\n<arg_key>K</arg_key><arg_value>V</arg_value>\\n</tool_call>",
     markers=("<tool_call>", "</tool_call>", "<arg_key>", "</arg_key>", "<arg_value>", "</arg_value>", *_THINK),
     call_begin="<tool_call>{name}\n", args=XmlArgs("<arg_key>{key}</arg_key><arg_value>", "</arg_value>\n",
