@@ -110,6 +110,16 @@ def test_gigachat35_cut_or_malformed_block_stays_content(text: str) -> None:
     assert read("gigachat35", text) == (text.strip(), [])
 
 
+@pytest.mark.parametrize("stop", ["<|message_sep|>", "</s>"])
+def test_gigachat35_turn_end_tokens_are_not_content(stop: str) -> None:
+    """SGLang strips a trailing <|message_sep|> or </s> from the content; both end GigaChat 3.5's turn (its
+    template closes a message with </s>, or <|message_sep|> when a function result follows)."""
+    fam = FAMILIES["gigachat35"]
+    v = vocab(fam.vocab)
+    got = request_for("gigachat35", fam.parser, tools=TOOLS).parse(v.encode(fam.thinking + "Answer." + stop))
+    assert (got.content, got.tool_calls, got.finish_reason) == ("Answer.", (), "stop")
+
+
 def test_gigachat35_call_to_an_undeclared_tool_stays_content() -> None:
     text = gcml(invoke("unknown_fn", ("a", "1", False)))
     assert read("gigachat35", text) == (text, [])
