@@ -214,6 +214,15 @@ def _dsml41(name: str, args: dict[str, Any]) -> str:
     return _dsml(name, args).replace("｜DSML｜", "｜DSML｜ ")
 
 
+def _gcml(name: str, args: dict[str, Any]) -> str:
+    """A GCML call as GigaChat 3.5's template writes it (render_gcml_invoke): DSML's parameters under
+    ``｜GCML｜``, each followed by a newline, and no blank line when there are none."""
+    params = "".join(f'<｜GCML｜parameter name="{k}" string="{"true" if isinstance(v, str) else "false"}">'
+                     f'{v if isinstance(v, str) else json.dumps(v, ensure_ascii=False)}</｜GCML｜parameter>\n'
+                     for k, v in args.items())
+    return f'<｜GCML｜invoke name="{name}">\n{params}</｜GCML｜invoke>'
+
+
 M3 = "]<]minimax[>["
 
 
@@ -491,6 +500,16 @@ FAMILIES: dict[str, Family] = {f.fmt: f for f in [
     Family("iquest_q1", "iquest", "iquest_q1", "<|iquest_assistant|><think>", "I should call a tool.</think>",
            lambda n, a, i: f"<iquest_tool_call>{n}" + _xml(n, a, "<arg_key>{key}</arg_key><arg_value>", "</arg_value>")
            + "</iquest_tool_call>", xml=("<arg_key>location</arg_key><arg_value>", "</arg_value>")),
+    # -- SGLang-only names. GigaChat 3.5 with its template's reasoning=True (the generation prompt opens <think>;
+    # SGLang reads it with DeepSeek-R1's parser); Spark-X2.5 with Qwen3's (its README: --reasoning-parser qwen3)
+    Family("gigachat35", "gigachat35", "deepseek_r1",
+           "user<|role_sep|>\nWeather?<|message_sep|>\n\nassistant<|role_sep|>\n<think>",
+           "The user wants the weather; I should call a tool.</think>\n\n", lambda n, a, i: _gcml(n, a),
+           section=("<｜GCML｜tool_calls>\n", "\n</｜GCML｜tool_calls>"), sep="\n",
+           xml=('<｜GCML｜parameter name="location" string="true">', "</｜GCML｜parameter>")),
+    Family("spark25", "spark", "qwen3", QWEN_PROMPT, QWEN_THINK,
+           lambda n, a, i: f"<tool_call>{n}\n" + _xml(n, a, "<arg_key>{key}</arg_key><arg_value>", "</arg_value>\n")
+           + "</tool_call>", sep="\n", xml=("<arg_key>location</arg_key><arg_value>", "</arg_value>")),
 ]}
 FORMATS = list(FAMILIES)
 

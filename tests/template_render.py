@@ -762,6 +762,40 @@ def _kimi_k3(calls: Sequence[Call], content: str) -> str:
 # the table
 
 _HF = "https://huggingface.co/"
+# --------------------------------------------------------------------------------------------------
+# SGLang-only names: GigaChat 3.5 (GCML)
+
+
+def _gigachat35(calls: Sequence[Call], content: str) -> str:
+    # GigaChat 3.5's chat template (render_gcml_parameter / render_gcml_invoke / render_gcml_tool_calls): a
+    # parameter '<｜GCML｜parameter name="K" string="true">' + V + '</｜GCML｜parameter>' for a str V, string="false"
+    # with V | tojson(ensure_ascii=False) for any other; an invoke '<｜GCML｜invoke name="N">\n' + the parameters
+    # joined by '\n' + '\n' (only when there are arguments) + '</｜GCML｜invoke>'; the block
+    # '<｜GCML｜tool_calls>\n' + the invokes joined by '\n' + '\n</｜GCML｜tool_calls>'. The assistant's parts
+    # (<think>...</think>, the content, the block) are joined by '\n\n'.
+    invokes = []
+    for name, args in calls:
+        params = "\n".join(f'<｜GCML｜parameter name="{k}" string="{"true" if isinstance(v, str) else "false"}">'
+                           f'{v if isinstance(v, str) else tojson(v)}</｜GCML｜parameter>' for k, v in args.items())
+        invokes.append(f'<｜GCML｜invoke name="{name}">\n' + (params + "\n" if args else "") + "</｜GCML｜invoke>")
+    block = "<｜GCML｜tool_calls>\n" + "\n".join(invokes) + "\n</｜GCML｜tool_calls>"
+    return content + "\n\n" + block if content else block
+
+
+def _spark25(calls: Sequence[Call], content: str) -> str:
+    # Spark-X2.5: its checkpoint's chat_template.jinja has no public copy here; the call as the model's own vLLM
+    # plugin documents it (XHToken/Spark-plugin README, "Tool-call format") and SGLang's spark25 detector docstring
+    # spells it: '<tool_call>' + name + '\n', per argument '<arg_key>k</arg_key><arg_value>v</arg_value>\n' (a str
+    # raw, a number as written: 'days' -> 3), then '</tool_call>'; calls and content one a line, as GLM-4.5's
+    out = content
+    for name, args in calls:
+        out += "\n" if out else ""
+        out += "<tool_call>" + name + "\n"
+        out += "".join(f"<arg_key>{k}</arg_key><arg_value>{_glm_value(v)}</arg_value>\n" for k, v in args.items())
+        out += "</tool_call>"
+    return out
+
+
 RENDERERS: dict[str, Renderer] = {r.name: r for r in [
     Renderer("hermes", "hermes", _HF + "Qwen/Qwen3-8B (tokenizer_config.json chat_template); "
              "vllm-project/vllm examples/tool_chat_template_hermes.jinja", _hermes),
@@ -890,6 +924,13 @@ RENDERERS: dict[str, Renderer] = {r.name: r for r in [
              "'<|eom|>'); vllm 0.34 vllm/tool_parsers/muse_tool_parser.py docstring", _muse),
     Renderer("muse_glimmer", "muse_glimmer", "the same template (Muse Glimmer writes Spark's call messages; its "
              "profile reads recipients differently)", _muse),
+    # -- SGLang-only names
+    Renderer("gigachat35", "gigachat35", "ggml-org/llama.cpp models/templates/GigaChat3.5.jinja (render_gcml_parameter, "
+             "render_gcml_invoke, render_gcml_tool_calls; the assistant's parts joined by '\\n\\n')", _gigachat35),
+    Renderer("spark25", "spark25", "XHToken/Spark-plugin README ('Tool-call format') and sglang 0.5.23 "
+             "srt/function_call/spark25_detector.py (the wire format in its docstring); the checkpoint's "
+             "chat_template.jinja has no public copy", _spark25,
+             notes="non-string values as JSON, as GLM-4.5's template writes them (the template itself is not public)"),
 ]}
 
 

@@ -1,5 +1,8 @@
 """DeepSeek DSML parameters (``deepseek_v32``, ``deepseek_v4``), as DeepSeek's own encoder writes them.
 
+GigaChat 3.5's GCML (``gigachat35``) is the same syntax under its own marker (``｜GCML｜``), a call without
+arguments written without the blank line: the fields :attr:`DsmlArgs.marker` and :attr:`DsmlArgs.no_params`.
+
 The encoder (``encoding/encoding_dsv32.py`` of DeepSeek-V3.2, ``encoding/encoding_dsv4.py`` of V4) writes
 a call as ``<｜DSML｜invoke name="N">`` + ``"\\n"`` + its parameters joined by ``"\\n"`` + ``"\\n"`` +
 ``</｜DSML｜invoke>``, each parameter as::
@@ -31,7 +34,7 @@ from typing import Any
 from .args import NoMatch, XmlArgs, _json_value, _with_defs, resolve_ref
 from .marked import MarkedText
 from .request import ToolSpec
-from .syntax import Fmt, LiteralText, const, json_fmt, no_substring_regex, or_, regex, seq, star
+from .syntax import Fmt, LiteralText, const, json_fmt, no_substring_regex, opt, or_, regex, seq, star
 
 __all__ = ["DsmlArgs", "split_string_schema"]
 
@@ -97,15 +100,21 @@ class DsmlArgs(XmlArgs):
     key_pattern: str = '[^"]*'
     """Names of parameters a tool does not declare (a tool whose arguments are not enforced, or
     ``additionalProperties``): any text without a double quote."""
+    marker: str = DSML
+    """The family's control token inside every tag: no parameter name can hold it."""
+    no_params: str = "\n"
+    """What a call without parameters holds between the invoke's opening and its closing: DeepSeek's blank
+    line (``"\\n".join([])`` between two newlines), nothing for GCML (its template writes the newlines only
+    around parameters). The reader takes either."""
 
     # -- constraint
     # JSON values exclude nothing (XmlArgs excludes "</" there): the closing tag's ｜DSML｜ is a control
     # token, which no JSON string can hold, and the encoder writes json.dumps as it is ("</b>" included)
 
     def _check_key(self, tool: ToolSpec, key: str, lit: LiteralText | None = None) -> None:
-        if DSML in key:
-            raise ValueError(f"tool {tool.name!r}: parameter name {key!r} cannot be written in DSML "
-                             f"(it contains the {DSML!r} marker, a control token)")
+        if self.marker in key:
+            raise ValueError(f"tool {tool.name!r}: parameter name {key!r} cannot be written in {self.marker.strip('｜')} "
+                             f"(it contains the {self.marker!r} marker, a control token)")
 
     def _open(self, key: Fmt, raw: bool, lit: LiteralText) -> Fmt:
         pre, post = self.param_begin.split("{key}")
@@ -133,10 +142,10 @@ class DsmlArgs(XmlArgs):
         return or_(raw, js)
 
     def build(self, tool: ToolSpec, lit: LiteralText, max_whitespace: int | None) -> Fmt:
-        blank = const("\n")  # no parameter: the encoder's "\n".join([]) between two newlines
+        blank = const(self.no_params)  # no parameter (DSML: the encoder's "\n".join([]) between two newlines)
         if not tool.enforce:
             one = self._any_param(lit, max_whitespace)
-            return or_(blank, seq(one, star(one)))
+            return or_(blank, seq(one, star(one))) if self.no_params else star(one)
         schema = tool.parameters
         props = schema.get("properties") or {}
         extra = schema.get("additionalProperties", False)
@@ -145,7 +154,7 @@ class DsmlArgs(XmlArgs):
         params = super().build(tool, lit, max_whitespace)
         if set(schema.get("required") or ()) & set(props):
             return params  # a required parameter: never empty
-        return or_(blank, params)
+        return or_(blank, params) if self.no_params else opt(params)
 
     # -- reader
     def read(self, src: MarkedText, pos: int, tool: ToolSpec, lit: LiteralText) -> tuple[str, int]:
@@ -205,6 +214,7 @@ class DsmlArgs(XmlArgs):
             return False
 
     def no_params_end(self, src: MarkedText, pos: int, call_end: str, lit: LiteralText) -> int:
+        # a blank line before the call's end is no parameter, whichever of the two the syntax writes
         if (src.text.startswith("\n", pos) and src.plain(pos, pos + 1)
                 and src.match_literal(pos + 1, call_end, lit) >= 0):
             return pos + 1

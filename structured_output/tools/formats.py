@@ -482,3 +482,26 @@ register_tool_format(CallFormat(
     call_begin="<iquest_tool_call>{name}",
     args=XmlArgs("<arg_key>{key}</arg_key><arg_value>", "</arg_value>", "</arg_value>"),
     call_end="</iquest_tool_call>"))
+# -- SGLang-only names (sglang 0.5.23's --tool-call-parser; vLLM 0.34 has no parser of them)
+# GigaChat 3.5's GCML (its chat template's render_gcml_tool_calls): DeepSeek V4's DSML block under the ｜GCML｜ token,
+# string="true" + the raw text for a str value, string="false" + tojson for any other; no blank line without arguments
+register_tool_format(CallFormat(
+    name="gigachat35",
+    description="GigaChat 3.5 GCML: <｜GCML｜tool_calls> <｜GCML｜invoke name=...> <｜GCML｜parameter name=... "
+                "string=...>",
+    markers=("｜GCML｜", "<|message_sep|>", "<|role_sep|>", *_THINK),
+    section=("<｜GCML｜tool_calls>\n", "</｜GCML｜tool_calls>"),
+    call_begin='<｜GCML｜invoke name="{name}">\n',
+    args=DsmlArgs(param_begin='<｜GCML｜parameter name="{key}" string="{string}">',
+                  param_end="</｜GCML｜parameter>\n", close="</｜GCML｜parameter>", marker="｜GCML｜", no_params=""),
+    call_end="</｜GCML｜invoke>\n"))
+
+# Spark-X2.5 (iFlytek / XHToken; SGLang's spark25, and the name its own vLLM plugin registers): GLM-4.5's call with
+# no newline between a key and its value, a pair a line
+register_tool_format(CallFormat(
+    name="spark25",
+    description="Spark-X2.5: <tool_call>NAME\\n<arg_key>K</arg_key><arg_value>V</arg_value>\\n</tool_call>",
+    markers=("<tool_call>", "</tool_call>", "<arg_key>", "</arg_key>", "<arg_value>", "</arg_value>", *_THINK),
+    call_begin="<tool_call>{name}\n", args=XmlArgs("<arg_key>{key}</arg_key><arg_value>", "</arg_value>\n",
+                                                   "</arg_value>"),
+    call_end="</tool_call>", call_sep="\n"))

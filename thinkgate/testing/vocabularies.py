@@ -101,6 +101,12 @@ SYNTHETIC_FAMILIES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     # on, so only <|eot|> and <|end_of_text|> stop); the <atem:...> tags are plain text
     "muse": (("<|begin_of_text|>", "<|end_of_text|>", "<|start|>", "<|message|>", "<|eom|>", "<|eot|>"),
              ("<|eot|>", "<|end_of_text|>")),
+    # -- SGLang-only names. GigaChat 3.5: ｜GCML｜ is one token inside every GCML tag (llama.cpp's preserved tokens);
+    # its template ends an assistant message with </s>, or <|message_sep|> when a message follows (a function
+    # result after calls), so both stop here. Spark-X2.5: GLM-4.5's <arg_key> / <arg_value> tags as tokens
+    # (its tokenizer is not public offline; the Qwen3.6 table has <tool_call> already)
+    "gigachat35": (("<|message_sep|>", "<|role_sep|>", "｜GCML｜", "</s>"), ("</s>", "<|message_sep|>")),
+    "spark": (("<arg_key>", "</arg_key>", "<arg_value>", "</arg_value>"), ("<|im_end|>",)),
 }
 
 # Template vocabularies: a synthetic family's table carrying a checkpoint's response_template (the
@@ -144,6 +150,7 @@ FORMAT_VOCABULARY: dict[str, str] = {
     "muse": "muse", "muse_glimmer": "muse",
     "hf": "gemma_template",
     "iquest_q1": "iquest",
+    "gigachat35": "gigachat35", "spark25": "spark",
 }
 """Format -> the vocabulary its tests and benchmarks use (a real name or a synthetic family)."""
 

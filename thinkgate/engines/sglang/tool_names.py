@@ -31,12 +31,12 @@ SGLANG_TOOL_PARSERS: dict[str, str] = {
     "response_template": "hf",                                         # the checkpoint's response_template
     "trinity": "hermes",       # TrinityDetector: Qwen25Detector's <tool_call> JSON after dropping <think> tags
     "iquest_q1": "iquest_q1",  # IQuestQ1Detector: GLM-4.7's keyed arguments in <iquest_tool_call>
+    "gigachat35": "gigachat35",                                        # GigaChat35Detector: GCML (DSML's syntax)
+    "spark25": "spark25",                                              # Spark25Detector: <tool_call>N\n<arg_key>...
 }
 """SGLang name -> the thinkgate format of the same syntax (served once that format is registered)."""
 
 SGLANG_TOOL_UNSERVED: dict[str, str] = {
-    "gigachat35": "GigaChat 3.5's syntax; vLLM 0.34 has no parser of it and thinkgate no format",
-    "spark25": "Spark2.5's XML-KV syntax; vLLM 0.34 has no parser of it and thinkgate no format",
 }
 """SGLang names thinkgate does not serve, with the reason."""
 
