@@ -38,23 +38,29 @@ vocabulary: a fill there costs microseconds), one byte-level accept per committe
 from __future__ import annotations
 
 from collections.abc import Sequence
+from concurrent.futures import Future, wait
 
 import numpy as np
 import xgrammar as xgr
 
 from thinkgate.reasoning.vocabulary import Vocabulary
 
+from ..compilation.constraints import Constraint
 from ..compilation.schema_support import new_matcher
 from .budget import Forcing
+from .search_service import REFUSED, SearchService
 from .shortest import ByteLevel, ShortestCompletion, short_candidates
 
-__all__ = ["validate_max_tokens", "Shortest", "AnswerReserve", "DEFAULT_MARGIN"]
+__all__ = ["validate_max_tokens", "Shortest", "AnswerReserve", "ReservationError", "DEFAULT_MARGIN"]
 
 DEFAULT_MARGIN = 4
 """Positions kept beyond the shortest completion (see the module docstring)."""
 
 _START_CAP = 4096
-"""Longest start completion searched for (per compiled grammar, once)."""
+"""Longest start completion searched for (per constraint key, once)."""
+
+CHECK_TIMEOUT_S = 10.0
+"""Deadline of one check during the answer (the search process is killed past it; the request is ``lost``)."""
 
 _SMALL_VOCAB = 4096
 """Up to this many tokens, the search runs on the model's own tokens (exact tier of :mod:`.shortest`)."""
@@ -76,9 +82,9 @@ def validate_max_tokens(max_tokens: object, reserve_answer: object) -> int | Non
 
 
 class Shortest:
-    """Shortest completions for one manager's requests (built on the first reserving request; the
-    manager's thread only): the model's own tokens for a small vocabulary, else the byte-level copy of
-    the grammar and the fewest tokens spelling its shortest text (:mod:`.shortest`)."""
+    """Shortest completions on one vocabulary (built once in the search process, :mod:`.search_service`;
+    not thread-safe): the model's own tokens for a small vocabulary, else the byte-level copy of the
+    grammar and the fewest tokens spelling its shortest text (:mod:`.shortest`)."""
 
     __slots__ = ("vocabulary", "_tokens", "_bytes")
 
@@ -95,25 +101,15 @@ class Shortest:
         else:
             self._bytes = ByteLevel(vocabulary.token_bytes, vocabulary.vocab_size, stops, num_words)
 
-    def start(self, compiled: object) -> tuple[int, ...] | None:
-        """The shortest completion from the grammar's start (kept per compiled grammar), or None."""
-        derived = compiled.derived  # type: ignore[attr-defined]
-        key = ("reserve.start",)
-        if key not in derived:
-            derived[key] = self._find(new_matcher(compiled), self.byte_matcher(compiled), _START_CAP)
-        found = derived[key]
-        return None if found is None else tuple(found)
-
     def byte_matcher(self, compiled: object) -> xgr.GrammarMatcher | None:
         """A byte-level matcher at the grammar's start (None on the token tier)."""
         if self._bytes is None:
             return None
         return self._bytes.matcher(compiled.grammar.grammar)  # type: ignore[attr-defined]
 
-    def feed(self, byte_matcher: xgr.GrammarMatcher, tokens: Sequence[int]) -> bool:
-        return ByteLevel.feed(byte_matcher, self.vocabulary.decode_bytes(tokens))
-
-    def _find(self, m: xgr.GrammarMatcher, byte_matcher: xgr.GrammarMatcher | None, max_len: int) -> list[int] | None:
+    def find(self, m: xgr.GrammarMatcher, byte_matcher: xgr.GrammarMatcher | None, max_len: int) -> list[int] | None:
+        """The shortest completion from ``m``'s committed state (``byte_matcher`` at the same text, on the
+        byte tier), at most ``max_len`` tokens; None when none was found. Moves nothing."""
         if self._tokens is not None:
             return self._tokens.find(m, max_len)
         assert self._bytes is not None and byte_matcher is not None, "the byte tier reads its byte matcher"
@@ -123,100 +119,191 @@ class Shortest:
         seq = self._bytes.tokens(text, m, self.vocabulary)
         return seq if seq is not None and len(seq) <= max_len else None
 
-    def find(self, m: xgr.GrammarMatcher, byte_matcher: xgr.GrammarMatcher | None, max_len: int) -> list[int] | None:
-        """The shortest completion from ``m``'s committed state (``byte_matcher`` at the same text, on the
-        byte tier), at most ``max_len`` tokens; None when none was found. Moves nothing."""
-        return self._find(m, byte_matcher, max_len)
+    def complete(self, compiled: object, tokens: Sequence[int], max_len: int) -> list[int] | None | bool:
+        """The shortest completion of ``compiled`` after its content ``tokens`` (``()``: from the grammar's
+        start), at most ``max_len`` tokens with its stop token; None when none was found, False when the
+        grammar refuses ``tokens``. Builds its own matchers (the search process's; see :mod:`.search_service`)."""
+        m = new_matcher(compiled)
+        for t in tokens:
+            if not m.accept_token(t):
+                return False
+        bm = self.byte_matcher(compiled)
+        if bm is not None and not ByteLevel.feed(bm, self.vocabulary.decode_bytes(tokens)):
+            return False
+        return self.find(m, bm, max_len)
+
+
+class ReservationError(ValueError):
+    """Why a request's answer cannot be reserved in its ``max_tokens`` (its constraint's shortest output does not
+    fit, or none was found): the cause a request fails with (:attr:`.request.StructuredRequest.cause`), raised
+    by ``add_request`` when it is known at once."""
 
 
 class AnswerReserve:
     """One request's reservation (owned by its :class:`~.request.StructuredRequest`; only its methods
     change it). ``status``: ``"thinking"`` / ``"free"`` (the model writes) / ``"steering"`` / ``"lost"``
     (no completion could be computed: the rows are the grammar's) / ``"late"`` (the completion needed more
-    positions than were left)."""
+    positions than were left). ``checks``: searches submitted during the answer; ``waits``: how many of
+    them a step waited for (see the module docstring)."""
 
-    __slots__ = ("shortest", "max_tokens", "margin", "start_len", "steer", "steer_pos", "next_check", "byte_matcher",
-                 "content", "status", "checks")
+    __slots__ = ("service", "constraint", "stop_ids", "max_tokens", "margin", "start", "start_len", "steer", "steer_pos",
+                 "tokens", "known_len", "known_at", "next_check", "pending", "pending_at", "status", "checks",
+                 "waits")
 
-    def __init__(self, shortest: Shortest, max_tokens: int, margin: int) -> None:
-        self.shortest = shortest
+    def __init__(self, service: SearchService, constraint: Constraint, stop_ids: frozenset[int], max_tokens: int,
+                 margin: int) -> None:
+        self.service = service
+        self.constraint = constraint
+        self.stop_ids = stop_ids
         self.max_tokens = max_tokens
         self.margin = margin
-        self.start_len: int | None = None         # shortest completion from the grammar's start
+        self.start: Future | None = None           # the start completion's search (see begin)
+        self.start_len: int | None = None          # shortest completion from the grammar's start
         self.steer: tuple[int, ...] | None = None  # the completion being forced
         self.steer_pos = 0                         # its next token
-        self.next_check = 0                        # output position of the next check
-        self.byte_matcher: xgr.GrammarMatcher | None = None
-        self.content = 0                           # content tokens the byte matcher has read
+        self.tokens: list[int] = []                # content committed (append-only: checks read a prefix)
+        self.known_len = 0                         # the last completion length found ...
+        self.known_at = 0                          # ... at this output position
+        self.next_check = 0                        # output position from which the next check is submitted
+        self.pending: Future | None = None         # the check in flight
+        self.pending_at = 0                        # its output position
         self.status = "thinking"
         self.checks = 0
+        self.waits = 0
+
+    # -- the start --------------------------------------------------------------------------------
+    def begin(self, timeout_s: float) -> None:
+        """Submit the start completion's search (with the compile; shared per constraint key)."""
+        self.start = self.service.start(self.constraint, _START_CAP, timeout_s)
+
+    def start_done(self) -> bool:
+        return self.start is None or self.start.done()
+
+    def start_completion(self) -> tuple[tuple[int, ...] | None, str | None]:
+        """The start completion (done), or None and why it is missing."""
+        assert self.start is not None and self.start.done()
+        try:
+            found = self.start.result()
+        except TimeoutError:
+            return None, "the shortest-completion search did not finish within its deadline"
+        except Exception as e:  # noqa: BLE001 - the search process's failure, reported as the request's
+            return None, f"the shortest-completion search failed ({e})"
+        if found is None or found == REFUSED:
+            return None, None
+        return tuple(found), None
 
     def think_limit(self, forced_end: int) -> int:
         """The thinking budget that leaves room for the end of thinking, the shortest answer and the margin."""
         assert self.start_len is not None
         return max(0, self.max_tokens - forced_end - self.start_len - self.margin)
 
-    def answer_started(self, compiled: object, n_out: int) -> None:
+    def answer_started(self, n_out: int) -> None:
         """The grammar applies from output position ``n_out``: its state is the start, whose shortest
-        completion is known (on the byte tier, the byte matcher starts here too)."""
-        if self.status == "thinking":
-            self.status = "free"
-            self.byte_matcher = self.shortest.byte_matcher(compiled)
-            self.content = 0
-            assert self.start_len is not None
-            self._schedule(n_out, self.max_tokens - n_out - self.start_len - self.margin)
+        completion is known. Little room left: steer along it at once; else the model writes."""
+        if self.status != "thinking":
+            return
+        assert self.start is not None and self.start_len is not None
+        self.tokens = []
+        left = self.max_tokens - n_out
+        slack = left - self.start_len - self.margin
+        if slack < 2 * self.margin:
+            seq, _ = self.start_completion()
+            assert seq is not None
+            self.steer, self.steer_pos = seq, 0
+            self.status = "steering" if self.start_len <= left else "late"
+            return
+        self.status = "free"
+        self._known(self.start_len, n_out, n_out, slack)
 
-    def _schedule(self, n_out: int, slack: int) -> None:
-        self.next_check = n_out + max(0, slack // 2)  # no slack: check at the next step
+    # -- the answer -------------------------------------------------------------------------------
+    def _known(self, length: int, at: int, n_out: int, slack: int) -> None:
+        """A completion of ``length`` tokens from output position ``at``, with ``slack`` positions to spare
+        at ``n_out``: the next check is submitted a quarter of the slack later, so that its result is
+        there before half of it is used (:meth:`_safe`)."""
+        self.known_len, self.known_at = length, at
+        self.next_check = n_out + slack // 4
 
-    def committed(self, tokens: Sequence[int]) -> None:
-        """Content tokens were committed: follow the completion being forced, and the byte matcher."""
+    def _safe(self, n_out: int, nd: int) -> bool:
+        """Can this step's rows (``1 + nd``) be the grammar's? Yes while the last completion found, grown by
+        one position per token committed since, still leaves the margin."""
+        return (self.max_tokens - n_out - (nd + 1) - self.known_len - self.margin - (n_out - self.known_at)) >= 0
+
+    def committed(self, tokens: Sequence[int], n_out: int) -> None:
+        """Content tokens were committed (the output is at ``n_out`` after them): follow the completion being
+        forced; submit a check when one is due."""
+        self.tokens += tokens
         if self.steer is not None:
             steer, i = self.steer, self.steer_pos
             if tuple(tokens) == steer[i:i + len(tokens)]:
                 self.steer_pos = i + len(tokens)
-            else:  # an engine that did not apply the rows: find a completion again at the next step
-                self.steer = None
-                self.status = "free"
-                self.next_check = 0
-        bm = self.byte_matcher
-        if bm is not None:
-            stops = self.shortest.vocabulary.stop_token_ids
-            if tokens and tokens[-1] in stops:  # the end of the output: nothing to read after it
-                self.byte_matcher = None
                 return
-            if not self.shortest.feed(bm, tokens):
-                self.byte_matcher = None
-                self.status = "lost"
-            self.content += len(tokens)
+            # drafts past the end of thinking, or an engine that did not apply the rows: search again
+            self.steer = None
+            self.status = "free"
+            self.known_len, self.known_at, self.next_check = self.max_tokens, n_out, n_out
+        if self.status == "free" and self.pending is None and n_out >= self.next_check and tokens \
+                and tokens[-1] not in self.stop_ids:  # (after a stop token the output has ended)
+            self._submit(n_out)
 
-    def plan(self, compiled: object, m: xgr.GrammarMatcher, n_out: int, n_content: int,
-             drafts: Sequence[int]) -> Forcing | None:
-        """The forced rows of this step (None: the grammar's own rows). Moves nothing committed."""
-        shortest = self.shortest
-        st = self.status
-        if st == "lost" or st == "thinking":
+    def _submit(self, n_out: int) -> None:
+        self.checks += 1
+        left = self.max_tokens - n_out
+        self.pending = self.service.submit(self.constraint, self.tokens, len(self.tokens), max(left, 1) + 64,
+                                           CHECK_TIMEOUT_S)
+        self.pending_at = n_out
+
+    def _take(self, n_out: int, nd: int) -> None:
+        """Read the finished check: schedule the next one, steer (a result for this very state), or leave
+        it to :meth:`plan` to ask for a fresh one."""
+        p, self.pending = self.pending, None
+        assert p is not None
+        try:
+            found = p.result()
+        except Exception:  # noqa: BLE001 - a timeout or a failed search: the rows are the grammar's
+            self.status = "lost"
+            return
+        if found is None or found == REFUSED:
+            self.status = "lost"
+            return
+        k = n_out - self.pending_at
+        left = self.max_tokens - n_out
+        slack = left - (nd + 1) - len(found) - self.margin - k
+        if slack >= 0:
+            self._known(len(found), self.pending_at, n_out, slack)
+        elif k == 0:
+            self.steer, self.steer_pos = tuple(found), 0
+            self.status = "steering" if len(found) <= left else "late"
+
+    def plan(self, n_out: int, n_content: int, drafts: Sequence[int]) -> Forcing | None:
+        """The forced rows of this step (None: the grammar's own rows). Moves nothing committed; never
+        searches (a step that cannot go on without a fresh completion waits for the search process)."""
+        if self.status != "free" and self.steer is None:
             return None
         if self.steer is None:
-            if n_out < self.next_check:
-                return None
-            bm = self.byte_matcher
-            if self.content != n_content and bm is not None:  # content the byte matcher has not read
-                self.status = "lost"
-                return None
-            left = self.max_tokens - n_out
-            self.checks += 1
-            seq = shortest.find(m, bm, max(left, 1) + 64)
-            if seq is None:
-                self.status = "lost"
-                return None
             nd = len(drafts)
-            slack = left - (nd + 1) - len(seq) - self.margin
-            if slack >= 0:
-                self._schedule(n_out, slack)
+            if len(self.tokens) != n_content:  # content the reservation has not seen
+                self.status = "lost"
                 return None
-            self.steer, self.steer_pos = tuple(seq), 0
-            self.status = "steering" if len(seq) <= left else "late"
+            if self.pending is not None and self.pending.done():
+                self._take(n_out, nd)
+            if self.steer is None and self.status == "free" and not self._safe(n_out, nd):
+                # the last resort: this step needs a completion from this very state
+                for _ in range(2):
+                    if self.pending is None:
+                        self._submit(n_out)
+                    self.waits += 1
+                    wait([self.pending], timeout=CHECK_TIMEOUT_S + 1.0)  # a timeout: _take finds it not done
+                    if not self.pending.done():
+                        self.pending = None
+                        self.status = "lost"
+                        break
+                    self._take(n_out, nd)
+                    if self.steer is not None or self.status != "free" or self._safe(n_out, nd):
+                        break
+                else:
+                    self.status = "lost"
+            if self.steer is None:
+                return None
         steer, i = self.steer, self.steer_pos
         tokens: list[int] = []
         for j in range(len(drafts) + 1):
@@ -227,3 +314,4 @@ class AnswerReserve:
             if j == len(drafts) or drafts[j] != t:
                 break
         return Forcing(0, tuple(tokens), None)
+
