@@ -1,38 +1,48 @@
 """Answer reservation: a request's ``max_tokens`` always leaves room for a valid answer (opt-in per request).
 
 A request added with ``max_tokens=N, reserve_answer=True`` has at most ``N`` output positions (thinking,
-its end marker, the answer and its stop token together, as engines count ``max_tokens``). Two moments:
+its end marker, the answer and its stop token together, as engines count ``max_tokens``).
 
+Where the searches run: never on the scheduler thread. A shortest completion (:mod:`.shortest`) costs
+what the grammar and the content make it cost, so every search runs in the manager's search process
+(:mod:`.search_service`); the scheduler thread submits jobs and reads finished futures. Three moments:
+
+- *before the first step*: the shortest completion from the grammar's start (``S`` tokens, its stop
+  token included; kept per constraint key) is searched beside the compile, and the request is ready
+  (``is_ready``) once both are done, exactly as it waits for its compile.
 - *while thinking*: its thinking budget (:mod:`.budget`) becomes at most ``N - E - S - margin``, where
-  ``E`` is the length of the family's forced end of thinking (taken from the request's first state) and
-  ``S`` the length of the shortest completion from the grammar's start (:mod:`.shortest`, with its stop
-  token; kept per compiled grammar). At that point the rows force the end of thinking exactly as a
-  ``max_thinking_tokens`` budget does (multi-token markers included), and the answer starts with
-  ``S + margin`` positions left (less when the family's end needs more tokens from there: ``margin``
-  covers that).
-- *in the answer*: with ``r`` positions left and ``U`` the length of the shortest completion from the
-  committed state, a step whose rows could all be accepted (``1 + drafts``) without leaving ``U +
-  margin`` positions *steers*: from there every row allows only the next token of that completion
-  (the forced rows of :mod:`.budget`; drafts that follow it are kept, one that deviates is rejected by
-  its row), so the output ends with its stop token within ``max_tokens``. ``U`` is not computed every
-  step: after a computation that left a slack of ``s`` positions, the next one is ``max(1, s // 2)``
-  committed tokens later (at the next step when ``s <= 1``).
+  ``E`` is the length of the family's forced end of thinking (taken from the request's first state). At
+  that point the rows force the end of thinking exactly as a ``max_thinking_tokens`` budget does
+  (multi-token markers included), and the answer starts with ``S + margin`` positions left.
+- *in the answer*: when it starts with fewer than ``S + 3 * margin`` positions left, the rows force the
+  start completion itself (its tokens are known: no search). Otherwise the model writes, and checks
+  run in the search process: a check is submitted at ``accept_tokens`` with the committed content, and
+  its result (``U`` tokens, from the output position ``c`` where it was submitted) is read at a later
+  step ``n`` (``k = n - c`` tokens later). The margin is widened by ``k``: with ``r`` positions left and
+  ``1 + drafts`` rows this step, ``r - (1 + drafts) - U - margin - k >= 0`` lets the model go on, and the
+  next check is submitted a quarter of that slack later, so that its result is normally back before half
+  of it is used. A step that cannot go on without a completion from its very state (the slack is used
+  up and no result for this state is back) *waits* for the search process (the only wait; it is
+  counted in ``waits``); from there every row allows only the next token of that completion (the forced
+  rows of :mod:`.budget`; drafts that follow it are kept, one that deviates is rejected by its row), so
+  the output ends with its stop token within ``max_tokens``.
 
 Guarantee: the output parses and passes the constraint whenever the completion was found (always for
-the grammars the tests sweep; see :mod:`.shortest` for when it is minimal) and ``U`` grows by less than
-``margin + s / 2`` over the tokens between two computations (the model can open structures that need
-more tokens to close: ``[{`` inside an array of objects with required keys). A request for which it
-fails is reported (``cut``) and never harmed otherwise: its rows are the grammar's.
+the grammars the tests sweep; see :mod:`.shortest` for when it is minimal) and, in a free answer, ``U``
+grows by at most one position per committed token beyond ``margin`` between two results (the model can
+open structures that need more tokens to close: ``[{`` inside an array of objects with required keys; a
+deeply nested schema under a tight ``max_tokens`` can break it). A request for which it fails is
+reported (``late`` / ``lost``) and never harmed otherwise: its rows are the grammar's.
 
 Hostile input: ``max_tokens`` that is not an int >= 1, ``reserve_answer`` without ``max_tokens`` or
 without a constraint: ``ValueError`` at ``add_request``. A grammar whose shortest completion needs more
-than ``max_tokens`` positions: ``ValueError`` at ``add_request`` when the compile is already known
-(a cache hit), else that request alone goes to ``ERROR`` with the same message when its compile
-resolves.
+than ``max_tokens`` positions (or none is found, or its search overruns ``compile_timeout_s``): a
+:class:`ReservationError` (a ``ValueError``) at ``add_request`` when the compile and the start search are
+already known (cached), else that request alone goes to ``ERROR`` with it as its ``cause``.
 
-Costs: nothing for a request without reservation; with it, one comparison per step until a check is
-due, one shortest-completion search per check (on a byte-level copy of the grammar for a large
-vocabulary: a fill there costs microseconds), one byte-level accept per committed answer byte.
+Costs on the scheduler thread: nothing for a request without reservation; with it, one comparison per
+step, a list extend per committed content step, and a queue append per check (a few per answer, at
+geometrically shrinking intervals); a waited check costs the search's time in the step that waits.
 """
 
 from __future__ import annotations
