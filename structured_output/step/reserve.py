@@ -157,8 +157,8 @@ class AnswerReserve:
     them a step waited for (see the module docstring)."""
 
     __slots__ = ("service", "constraint", "stop_ids", "max_tokens", "margin", "start", "start_len", "steer", "steer_pos",
-                 "tokens", "known_len", "known_at", "next_check", "pending", "pending_at", "status", "checks",
-                 "waits")
+                 "tokens", "known_len", "known_at", "next_check", "pending", "pending_at", "urgent", "status",
+                 "checks", "waits")
 
     def __init__(self, service: SearchService, constraint: Constraint, stop_ids: frozenset[int], max_tokens: int,
                  margin: int) -> None:
@@ -177,6 +177,7 @@ class AnswerReserve:
         self.next_check = 0                        # output position from which the next check is submitted
         self.pending: Future | None = None         # the check in flight
         self.pending_at = 0                        # its output position
+        self.urgent = False                        # steer at the next completion for the current state
         self.status = "thinking"
         self.checks = 0
         self.waits = 0
@@ -263,8 +264,9 @@ class AnswerReserve:
         self.pending_at = n_out
 
     def _take(self, n_out: int, nd: int) -> None:
-        """Read the finished check: schedule the next one, steer (a result for this very state), or leave
-        it to :meth:`plan` to ask for a fresh one."""
+        """Read the finished check (submitted ``k`` tokens ago): steer along it when it is for this very state
+        and the slack is gone or ``urgent``; else schedule the next check, or turn ``urgent`` when the slack
+        left is too small for another check to come back in time (about ``k`` tokens per search)."""
         p, self.pending = self.pending, None
         assert p is not None
         try:
@@ -278,11 +280,14 @@ class AnswerReserve:
         k = n_out - self.pending_at
         left = self.max_tokens - n_out
         slack = left - (nd + 1) - len(found) - self.margin - k
-        if slack >= 0:
-            self._known(len(found), self.pending_at, n_out, slack)
-        elif k == 0:
+        if k == 0 and (slack < 0 or self.urgent):
             self.steer, self.steer_pos = tuple(found), 0
             self.status = "steering" if len(found) <= left else "late"
+            return
+        if slack >= 0:
+            self._known(len(found), self.pending_at, n_out, slack)
+        if slack < 4 * (k + 1):
+            self.urgent = True
 
     def plan(self, n_out: int, n_content: int, drafts: Sequence[int]) -> Forcing | None:
         """The forced rows of this step (None: the grammar's own rows). Moves nothing committed; never
@@ -296,21 +301,19 @@ class AnswerReserve:
                 return None
             if self.pending is not None and self.pending.done():
                 self._take(n_out, nd)
-            if self.steer is None and self.status == "free" and not self._safe(n_out, nd):
-                # the last resort: this step needs a completion from this very state
-                for _ in range(2):
-                    if self.pending is None:
-                        self._submit(n_out)
-                    self.waits += 1
-                    wait([self.pending], timeout=CHECK_TIMEOUT_S + 1.0)  # a timeout: _take finds it not done
-                    if not self.pending.done():
-                        self.pending = None
-                        self.status = "lost"
-                        break
+            if self.steer is None and self.status == "free" and (self.urgent or not self._safe(n_out, nd)):
+                # the last resort: a completion from this very state, waited for (once per request: it steers)
+                self.urgent = True
+                if self.pending is not None and self.pending_at != n_out:
+                    self.pending = None  # for an earlier state: of no use now
+                if self.pending is None:
+                    self._submit(n_out)
+                self.waits += 1
+                wait([self.pending], timeout=CHECK_TIMEOUT_S + 1.0)
+                if self.pending.done():
                     self._take(n_out, nd)
-                    if self.steer is not None or self.status != "free" or self._safe(n_out, nd):
-                        break
-                else:
+                if self.steer is None:  # timed out, or no completion: the rows are the grammar's
+                    self.pending = None
                     self.status = "lost"
             if self.steer is None:
                 return None
