@@ -21,9 +21,9 @@ what the grammar and the content make it cost, so every search runs in the manag
   step ``n`` (``k = n - c`` tokens later). The margin is widened by ``k``: with ``r`` positions left and
   ``1 + drafts`` rows this step, ``r - (1 + drafts) - U - margin - k >= 0`` lets the model go on, and the
   next check is submitted a quarter of that slack later, so that its result is normally back before half
-  of it is used. A step that cannot go on without a completion from its very state (the slack is used
-  up and no result for this state is back) *waits* for the search process (the only wait; it is
-  counted in ``waits``); from there every row allows only the next token of that completion (the forced
+  of it is used. Once the slack is too small for another check to come back in time (``slack < 4 (k + 1)``), or
+  is used up, the next step *waits* for a completion from its very state (the only wait, once per answer;
+  counted in ``waits``) and steers along it; from there every row allows only the next token of that completion (the forced
   rows of :mod:`.budget`; drafts that follow it are kept, one that deviates is rejected by its row), so
   the output ends with its stop token within ``max_tokens``.
 
