@@ -81,6 +81,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "invalid outputs without and with reserve_answer, and the cost per step (bench/reserve.py)")
     p.add_argument("--reserve-requests", type=int, default=2, help="--max-tokens: rounds over the schemas (default: 2)")
     p.add_argument("--reserve-repeats", type=int, default=3, help="--max-tokens: cost replays per mode (default: 3)")
+    p.add_argument("--reserve-thinking", type=int, default=None, metavar="N",
+                   help="--max-tokens: max_thinking_tokens=N for every request, so the answer is written freely and "
+                        "checked by the reservation (default: none)")
+    p.add_argument("--reserve-forward-us", type=int, default=0, metavar="US",
+                   help="--max-tokens: untimed stand-in forward (a sleep) between steps (default: 0)")
     p.add_argument("--out", default=None, help="JSON-lines file to append to (default: bench-results/loop.jsonl)")
     p.add_argument("--plot", default=str(RESULTS_DIR / "loop.png"),
                    help="PNG of the sweep when matplotlib is installed ('' to skip)")

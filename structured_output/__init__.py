@@ -25,6 +25,8 @@ from .frontend.parse_result import ParseResult, StreamEnd
 from .frontend.parser import Parser
 from .step.manager import AcceptResult, BitmaskBatch, RequestStatus, ScheduleEntry, StructuredOutputManager
 from .step.overlap import PendingBitmask
+from .step.report import ConstraintReport
+from .step.reserve import ReservationError
 from .tools import (ToolCall, ToolCallsResult, ToolReader, ToolRequest, build_tool_constraint, get_tool_format,
                     get_tool_reader, list_tool_formats, normalize_tool_request, register_tool_format)
 
@@ -33,7 +35,7 @@ __all__ = [
     "Constraint", "ConstraintKind",
     "Compiler", "CompiledConstraint", "CompilerStats",
     "StructuredOutputManager", "RequestStatus", "AcceptResult", "BitmaskBatch", "ScheduleEntry",
-    "PendingBitmask",
+    "PendingBitmask", "ConstraintReport", "ReservationError",
     "build_tool_constraint", "get_tool_reader", "ToolReader", "list_tool_formats", "get_tool_format",
     "register_tool_format", "normalize_tool_request", "ToolRequest", "ToolCall", "ToolCallsResult",
     "Parser", "RequestParser", "ParseResult", "StreamEnd",

@@ -178,3 +178,29 @@ def test_report_names_the_steered_reservation(vocab, mgr):
     rep = mgr.constraint_report(rid)
     assert rep.outcome == "enforced" and rep.reservation == "steering", rep
     mgr.remove_request(rid)
+
+
+def test_the_response_carries_the_constraint_report(vocab, mgr):
+    """The front end's response has the documented extension field (whole and streamed) when given the
+    manager's report; none without it; anything else is a ValueError."""
+    from thinkgate.structured_output import Parser
+    from thinkgate.structured_output.frontend.parse_result import CONSTRAINT_FIELD
+
+    rid = "resp"
+    mgr.add_request(rid, Constraint.json_schema(SCHEMAS[0][0]), _prompt(vocab), max_tokens=40, reserve_answer=True)
+    _ready(mgr, rid)
+    run = run_stand_in(mgr, rid, 40, think_token=vocab.encode(" hmm")[0], rng=random.Random(4))
+    rep = mgr.constraint_report(rid)
+    mgr.remove_request(rid)
+    view = Parser(vocab, reasoning="qwen3").request(prompt_token_ids=_prompt(vocab))
+    choice = view.parse(run.tokens, constraint=rep).to_openai()
+    assert choice[CONSTRAINT_FIELD] == {"outcome": "enforced", "cause": None, "checked_keywords": [],
+                                        "reservation": "steering"}
+    assert json.loads(choice["message"]["content"]) is not None
+    assert CONSTRAINT_FIELD not in view.parse(run.tokens).to_openai()
+    stream = Parser(vocab, reasoning="qwen3").request(prompt_token_ids=_prompt(vocab))
+    for t in run.tokens:
+        stream.parse_delta([t])
+    assert stream.finish("stop", constraint=rep).to_openai()[CONSTRAINT_FIELD]["outcome"] == "enforced"
+    with pytest.raises(ValueError, match="ConstraintReport"):
+        view.parse(run.tokens, constraint={"outcome": "enforced"})

@@ -6,5 +6,6 @@
 - :mod:`.parse_result`: the results (:class:`~.parse_result.ParseResult`, stream deltas, finish reasons).
 
 It uses the tools room (:mod:`..tools`) to read calls and ``thinkgate.reasoning`` to split the
-thinking; the step room is not involved.
+thinking. Of the step room it takes one type: the manager's :class:`~..step.report.ConstraintReport`, which a
+caller passes to ``parse`` / ``finish`` to have it in the response (the ``thinkgate_constraint`` field).
 """

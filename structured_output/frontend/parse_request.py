@@ -51,6 +51,7 @@ from typing import Any, Protocol
 from thinkgate.reasoning.base import ReasoningParser, ReasoningStream, ReasoningTracker
 from thinkgate.reasoning.vocabulary import Vocabulary
 
+from ..step.report import ConstraintReport
 from ..tools import MarkedDecoder, Strictness, ToolCall, ToolFormat, ToolReader, ToolStream
 from ..tools.call_delta import CallDelta, merge_call_deltas
 from .parse_result import ParseResult, StreamEnd, chunk_delta, finish_reason_for
@@ -146,8 +147,12 @@ class RequestParser:
         return finish_reason
 
     # -- whole output ----------------------------------------------------------------------------
-    def parse(self, token_ids: Sequence[int], text: str | None = None, finish_reason: str = "stop") -> ParseResult:
-        """The whole generated output (``text``: its decoded text, optional) -> :class:`ParseResult`."""
+    def parse(self, token_ids: Sequence[int], text: str | None = None, finish_reason: str = "stop", *,
+              constraint: ConstraintReport | None = None) -> ParseResult:
+        """The whole generated output (``text``: its decoded text, optional) -> :class:`ParseResult`.
+        ``constraint``: the request's constraint report (``StructuredOutputManager.constraint_report``), carried
+        in the response as the ``thinkgate_constraint`` extension field."""
+        self._report(constraint)
         all_ids = self._ids(token_ids)
         ids = [t for t in all_ids if t not in self._stops]
         text = self._text(text, "text")
@@ -172,7 +177,13 @@ class RequestParser:
             content = content_text or None
         return ParseResult(reasoning=(reasoning or None) if self.include_reasoning else None, content=content,
                            tool_calls=calls, finish_reason=finish_reason_for(finish_reason, bool(calls)),
-                           completion_tokens=len(all_ids), reasoning_tokens=reasoning_tokens)
+                           completion_tokens=len(all_ids), reasoning_tokens=reasoning_tokens, constraint=constraint)
+
+    @staticmethod
+    def _report(constraint: object) -> None:
+        if constraint is not None and not isinstance(constraint, ConstraintReport):
+            raise ValueError(f"constraint must be a ConstraintReport (StructuredOutputManager.constraint_report) or "
+                             f"None, got {type(constraint).__name__}")
 
     # -- streaming -------------------------------------------------------------------------------
     def _start(self) -> None:
@@ -217,10 +228,12 @@ class RequestParser:
             content, calls = td.content, td.fragments
         return self._delta(reasoning, content, calls)
 
-    def finish(self, finish_reason: str = "stop") -> StreamEnd:
-        """The end of the stream: the last delta (text held back until now), the finish_reason, the usage.
-        The view streams one output: afterwards ``parse_delta`` raises."""
+    def finish(self, finish_reason: str = "stop", *, constraint: ConstraintReport | None = None) -> StreamEnd:
+        """The end of the stream: the last delta (text held back until now), the finish_reason, the usage,
+        and the request's constraint report when given (see :meth:`parse`). The view streams one output:
+        afterwards ``parse_delta`` raises."""
         finish_reason = self._reason(finish_reason)
+        self._report(constraint)
         if self._finished:
             raise ValueError("this stream has already finished")
         if not self._started:
@@ -243,7 +256,7 @@ class RequestParser:
         reasoning_tokens = 0 if rp is None else rp.count_reasoning_tokens(self._ids_seen, self.prompt_token_ids,
                                                                            self.kwargs)
         return StreamEnd(delta, finish_reason_for(finish_reason, self._calls_sent > 0), self._count,
-                         reasoning_tokens)
+                         reasoning_tokens, constraint)
 
     def _delta(self, reasoning: str | None, content: str | None, calls: tuple[CallDelta, ...]) -> dict[str, Any] | None:
         self._calls_sent += sum(1 for c in calls if c.is_first)

@@ -7,6 +7,12 @@
 - :func:`finish_reason_for`: ``"tool_calls"`` when the message has calls and the engine stopped normally;
   any other reason (``"length"`` when max_tokens cut the output, ``"abort"`` ...) is kept, so a client
   sees that an output cut short is incomplete.
+
+The extension field ``thinkgate_constraint`` (:data:`CONSTRAINT_FIELD`): when the caller passes the request's
+constraint report (``StructuredOutputManager.constraint_report``, :mod:`..step.report`), the choice
+(:meth:`ParseResult.to_openai`) and the stream's last chunk (:meth:`StreamEnd.to_openai`) carry it as
+``{"outcome", "cause", "checked_keywords", "reservation"}``: how the output was constrained. Without one
+the field is absent (a client of plain OpenAI sees nothing new).
 """
 
 from __future__ import annotations
@@ -15,10 +21,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ..step.report import ConstraintReport
 from ..tools.call_delta import CallDelta
 from ..tools.results import ToolCall
 
-__all__ = ["ParseResult", "StreamEnd", "chunk_delta", "finish_reason_for", "usage_dict"]
+__all__ = ["ParseResult", "StreamEnd", "chunk_delta", "finish_reason_for", "usage_dict", "CONSTRAINT_FIELD"]
+
+CONSTRAINT_FIELD = "thinkgate_constraint"
+"""The name of the extension field that carries the constraint report in a choice and a stream's last chunk."""
 
 
 def finish_reason_for(finish_reason: str, has_calls: bool) -> str:
@@ -56,6 +66,8 @@ class ParseResult:
     finish_reason: str
     completion_tokens: int
     reasoning_tokens: int
+    constraint: ConstraintReport | None = None
+    """How the output was constrained (the manager's report, passed to ``parse``), or None."""
 
     @property
     def message(self) -> dict[str, Any]:
@@ -67,8 +79,12 @@ class ParseResult:
         return usage_dict(self.completion_tokens, self.reasoning_tokens)
 
     def to_openai(self) -> dict[str, Any]:
-        """The choice: ``{"message": ..., "finish_reason": ...}`` plus ``usage`` (of this output)."""
-        return {"message": self.message, "finish_reason": self.finish_reason, "usage": self.usage}
+        """The choice: ``{"message": ..., "finish_reason": ...}`` plus ``usage`` (of this output), and
+        ``thinkgate_constraint`` when a constraint report was given."""
+        out = {"message": self.message, "finish_reason": self.finish_reason, "usage": self.usage}
+        if self.constraint is not None:
+            out[CONSTRAINT_FIELD] = self.constraint.as_dict()
+        return out
 
 
 @dataclass(frozen=True)
@@ -80,7 +96,17 @@ class StreamEnd:
     finish_reason: str
     completion_tokens: int
     reasoning_tokens: int
+    constraint: ConstraintReport | None = None
+    """How the output was constrained (the manager's report, passed to ``finish``), or None."""
 
     @property
     def usage(self) -> dict[str, Any]:
         return usage_dict(self.completion_tokens, self.reasoning_tokens)
+
+    def to_openai(self) -> dict[str, Any]:
+        """The last chunk's choice: ``{"delta": ..., "finish_reason": ...}`` plus ``usage``, and
+        ``thinkgate_constraint`` when a constraint report was given."""
+        out = {"delta": self.delta or {}, "finish_reason": self.finish_reason, "usage": self.usage}
+        if self.constraint is not None:
+            out[CONSTRAINT_FIELD] = self.constraint.as_dict()
+        return out

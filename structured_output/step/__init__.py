@@ -10,8 +10,9 @@
 - :mod:`.gating`: thinking rows; :mod:`.budget`: the thinking budget; :mod:`.jump_forward`: forced
   tokens.
 - :mod:`.reserve`: answer reservation (opt-in: the thinking ends in time and the answer is steered to its
-  shortest completion), over :mod:`.shortest` (the shortest completion from a grammar state);
-  :mod:`.report`: the per-request constraint report.
+  shortest completion), over :mod:`.shortest` (the shortest completion from a grammar state), whose
+  searches run in :mod:`.search_service`'s process (:mod:`._search_worker`), never on the scheduler
+  thread; :mod:`.report`: the per-request constraint report.
 
 This room uses the compile room (:mod:`..compilation`) and ``thinkgate.reasoning``; nothing else.
 """

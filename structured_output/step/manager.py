@@ -28,7 +28,8 @@ from .jump_forward import JumpForward
 from .overlap import OverlapFiller, PendingBitmask
 from .report import ConstraintReport, report_of
 from .request import COMPILING, AcceptResult, RequestContext, RequestStatus, StructuredRequest
-from .reserve import DEFAULT_MARGIN, AnswerReserve, Shortest, validate_max_tokens
+from .reserve import DEFAULT_MARGIN, AnswerReserve, ReservationError, validate_max_tokens
+from .search_service import SearchService
 
 __all__ = ["StructuredOutputManager", "RequestStatus", "AcceptResult", "BitmaskBatch", "ScheduleEntry",
            "PendingBitmask"]
@@ -336,7 +337,7 @@ class StructuredOutputManager:
         # (_FILL_PENDING while a grammar_bitmask_async fill is pending)
         self._overlap: OverlapFiller | None = None  # the worker of grammar_bitmask_async, built on first use
         self._jump = JumpForward(self.num_words, vocab.stop_token_ids, probe)
-        self._shortest: Shortest | None = None  # answer reservation's search, built on first use
+        self._search: SearchService | None = None  # answer reservation's search process, built on first use
 
     @property
     def num_fill_threads(self) -> int:
@@ -386,6 +387,9 @@ class StructuredOutputManager:
         if self._overlap is not None:
             self._overlap.close()
             self._overlap = None
+        if self._search is not None:
+            self._search.close()
+            self._search = None
         if self._owns_compiler:
             self.compiler.close()
 
@@ -449,15 +453,16 @@ class StructuredOutputManager:
             if tracker is not None and tracker.forced_end_token_ids() is None:
                 raise ValueError(f"reserve_answer: the reasoning parser {self.parser.name!r} cannot force the end of "
                                  f"its thinking on the vocabulary {self.vocabulary.name!r}")
-            if self._shortest is None:
-                self._shortest = Shortest(self.vocabulary)
+            if self._search is None:
+                self._search = SearchService(self.vocabulary)
             # the margin also covers a step's drafts past the forced end of thinking (their rows are the grammar's)
-            reserve = AnswerReserve(self._shortest, max_tokens, max(DEFAULT_MARGIN, self.num_speculative_tokens + 1))
+            reserve = AnswerReserve(self._search, constraint, frozenset(self.vocabulary.stop_token_ids), max_tokens,
+                                    max(DEFAULT_MARGIN, self.num_speculative_tokens + 1))
         req = StructuredRequest(self._ctx, request_id, constraint, tracker, think_limit=limit,
                                 forced=forced if limit == 0 else None, reserve=reserve)
         req.start_compile(self.compile_while_thinking)
-        if reserve is not None and req.status is RequestStatus.ERROR and (req.message or "").startswith("reserve_answer"):
-            raise ValueError(req.message)  # known at once (a cache hit): nothing stored
+        if isinstance(req.cause, ReservationError):
+            raise req.cause  # known at once (compile and start search cached): nothing stored
         self._requests[request_id] = req
 
     def _budget_start(self, limit: int | None, constraint: Constraint | None,

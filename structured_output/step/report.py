@@ -39,26 +39,33 @@ class ConstraintReport:
     reservation: str | None = None
     """The answer reservation's state, None without one."""
     output_tokens: int = 0
+    reservation_checks: int = 0
+    """Checks the reservation ran during the answer (in the search process; :mod:`.reserve`)."""
+    reservation_waits: int = 0
+    """Of which a step waited for (the last resort of :mod:`.reserve`)."""
 
     def as_dict(self) -> dict[str, object]:
-        """The documented extension field of a response (``thinkgate_constraint``)."""
+        """The documented extension field of a response (``thinkgate_constraint``, docs/front-end.md)."""
         return {"outcome": self.outcome, "cause": self.cause, "checked_keywords": list(self.checked_keywords),
                 "reservation": self.reservation}
 
 
 def report_of(req: StructuredRequest) -> ConstraintReport:
     """The report of one request (reads its fields only)."""
-    res = req.reserve.status if req.reserve is not None else None
+    r = req.reserve
+    res = r.status if r is not None else None
+    counts = {"reservation_checks": r.checks, "reservation_waits": r.waits} if r is not None else {}
     if req.status is ERROR:
-        return ConstraintReport("failed", req.message, reservation=res, output_tokens=req.n_out)
+        return ConstraintReport("failed", req.message, reservation=res, output_tokens=req.n_out, **counts)
     c = req.constraint
     if c is None:
-        return ConstraintReport("unconstrained", reservation=res, output_tokens=req.n_out)
+        return ConstraintReport("unconstrained", reservation=res, output_tokens=req.n_out, **counts)
     check = c.schema_check
     # OutputCheck.keywords: (keyword, JSON pointer) pairs, written "keyword at pointer"
     keywords = tuple(k if isinstance(k, str) else " at ".join(map(str, k))
                      for k in (getattr(check, "keywords", ()) or ())) if check is not None else ()
     if req.status is TERMINATED:
         return ConstraintReport("checked" if check is not None else "enforced", checked_keywords=keywords,
-                                reservation=res, output_tokens=req.n_out)
-    return ConstraintReport("incomplete", checked_keywords=keywords, reservation=res, output_tokens=req.n_out)
+                                reservation=res, output_tokens=req.n_out, **counts)
+    return ConstraintReport("incomplete", checked_keywords=keywords, reservation=res, output_tokens=req.n_out,
+                            **counts)

@@ -48,7 +48,7 @@ from .budget import ThinkingBudget, check_commit, plan_forcing
 from .fill import StepPlan, Walk
 from .gating import ReasoningGate
 from .jump_forward import JumpForward
-from .reserve import AnswerReserve
+from .reserve import AnswerReserve, ReservationError
 from .rows import row_with
 
 __all__ = ["RequestStatus", "AcceptResult", "RequestContext", "StructuredRequest", "COMPILING", "THINKING",
@@ -139,7 +139,7 @@ class StructuredRequest:
 
     __slots__ = ("ctx", "rid", "constraint", "status", "message", "future", "deadline", "compiled", "matcher",
                  "tracker", "think_row", "pending_row", "pending", "n_out", "n_content", "may_allow_all", "held",
-                 "think_limit", "forced", "_history", "_pos", "_dead", "_dead_at", "reserve")
+                 "think_limit", "forced", "_history", "_pos", "_dead", "_dead_at", "reserve", "cause")
 
     def __init__(self, ctx: RequestContext, rid: str, constraint: Constraint | None,
                  tracker: ReasoningTracker | None, *, think_limit: int | None = None,
@@ -154,6 +154,7 @@ class StructuredRequest:
         self.constraint = constraint
         self.status: RequestStatus = COMPILING
         self.message: str | None = None
+        self.cause: Exception | None = None         # the typed cause of ERROR where one is declared
         self.future: Future[CompiledConstraint] | None = None
         self.deadline = 0.0                         # time.monotonic() past which COMPILING is an error
         self.compiled: CompiledConstraint | None = None
@@ -202,6 +203,8 @@ class StructuredRequest:
         ctx = self.ctx
         self.future = ctx.compiler.submit(constraint, timeout_s=ctx.compile_timeout_s)
         self.deadline = time.monotonic() + ctx.compile_timeout_s
+        if self.reserve is not None:  # its start completion is searched beside the compile, off this thread
+            self.reserve.begin(ctx.compile_timeout_s)
         if think_while_compiling and tracker is not None and tracker.keep_thinking_token_ids() is None \
                 and tracker.ending_token_ids() is not None:
             self.status = THINKING  # it thinks while its constraint compiles (rows hold the end off)
@@ -217,8 +220,15 @@ class StructuredRequest:
             return
         timeout_s = self.ctx.compile_timeout_s
         if fut.done():
-            self.future = None
             exc = fut.exception()
+            res = self.reserve
+            if exc is None and res is not None and not res.start_done():  # compiled; its start search runs
+                if time.monotonic() > self.deadline:
+                    self.future = None
+                    self.fail(f"reserve_answer: the shortest output of the {constraint.kind} constraint was not "
+                              f"found within compile_timeout_s={timeout_s:g} s", ReservationError)
+                return
+            self.future = None
             if exc is not None:
                 if isinstance(exc, ValueError):  # an invalid constraint (validated with the compile)
                     self.fail(str(exc))
@@ -271,25 +281,31 @@ class StructuredRequest:
         self.pending = True
         self.pending_row = self.ctx.gate.pending_row(self.compiled, keep)
 
-    def fail(self, message: str) -> None:
-        """Move to ``ERROR`` (final) with ``message``; drop the matcher, grammar and tracker."""
+    def fail(self, message: str, cause: type[Exception] | None = None) -> None:
+        """Move to ``ERROR`` (final) with ``message``; drop the matcher, grammar and tracker. ``cause``: the
+        declared type of the failure, kept as :attr:`cause` (``cause(message)``), for a caller that tells
+        failures apart (``add_request`` raises a :class:`~.reserve.ReservationError` known at once)."""
         self.status = ERROR
         self.message = message
+        self.cause = cause(message) if cause is not None else None
         self.matcher = None
         self.compiled = None
         self.tracker = None
 
     # -- answer reservation (see .reserve) ------------------------------------------------------------
     def _reserve_start(self, compiled: CompiledConstraint) -> bool:
-        """The grammar exists: its shortest output must fit in ``max_tokens`` (else ``ERROR``), and the
-        thinking budget leaves room for it. False when the request failed."""
+        """The grammar exists and its start completion is known (searched off this thread, see
+        :meth:`resolve`): it must fit in ``max_tokens`` (else ``ERROR`` with a
+        :class:`~.reserve.ReservationError`), and the thinking budget leaves room for it. False when the
+        request failed."""
         res = self.reserve
         assert res is not None
-        seq = res.shortest.start(compiled)
+        seq, why = res.start_completion()
         kind = self._kind()
         if seq is None:
-            self.fail(f"reserve_answer: no complete output of the {kind} constraint was found (searched up to "
-                      f"{res.max_tokens} tokens), so none can be reserved within max_tokens={res.max_tokens}")
+            self.fail(f"reserve_answer: no complete output of the {kind} constraint was found"
+                      f"{f' ({why})' if why else ''}, so none can be reserved within max_tokens={res.max_tokens}",
+                      ReservationError)
             return False
         res.start_len = len(seq)
         tracker = self.tracker
@@ -299,7 +315,7 @@ class StructuredRequest:
         if self.n_out + need > res.max_tokens:
             self.fail(f"reserve_answer: the shortest output of the {kind} constraint needs {res.start_len} tokens "
                       f"(its stop token included{f', after {end} to end the thinking' if end else ''}), more than "
-                      f"max_tokens={res.max_tokens} leaves")
+                      f"max_tokens={res.max_tokens} leaves", ReservationError)
             return False
         if thinking:
             limit = res.think_limit(end)
@@ -308,7 +324,7 @@ class StructuredRequest:
                 if self.think_limit == self.n_out:  # reached now: its forced end is taken from here
                     self.forced = tracker.forced_end_token_ids()
         else:
-            res.answer_started(compiled, self.n_out)
+            res.answer_started(self.n_out)
         return True
 
     def accept_reserving(self, token_ids: list[int]) -> AcceptResult:
@@ -321,9 +337,9 @@ class StructuredRequest:
         out = self.accept(token_ids)
         d = self.n_content - before
         if self.status is CONSTRAINED or self.status is TERMINATED:
-            res.answer_started(self.compiled, self.n_out - d)
+            res.answer_started(self.n_out - d)
             if d:
-                res.committed(token_ids[len(token_ids) - d:])
+                res.committed(token_ids[len(token_ids) - d:], self.n_out)
         return out
 
     # -- the batch driver: committed tokens --------------------------------------------------------
@@ -505,7 +521,7 @@ class StructuredRequest:
             m = self.matcher
             res = self.reserve
             if res is not None and m is not None:  # steering to the shortest completion (see .reserve)
-                forcing = res.plan(self.compiled, m, self.n_out, self.n_content, drafts)
+                forcing = res.plan(self.n_out, self.n_content, drafts)
                 if forcing is not None:
                     self.ctx.budget.place(forcing, self.rid, base, plan.buffer, plan.row_logits, plan.row_rids)
                     return

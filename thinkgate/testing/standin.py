@@ -13,6 +13,7 @@ This is the model that makes ``max_tokens`` bite: without answer reservation its
 from __future__ import annotations
 
 import random
+import time
 from dataclasses import dataclass
 
 import numpy as np
@@ -42,8 +43,10 @@ def _row_allows(row: np.ndarray | None, t: int) -> bool:
 
 
 def run_stand_in(manager: StructuredOutputManager, request_id: str, max_tokens: int, *, think_token: int,
-                 rng: random.Random, num_drafts: int = 0) -> StandInRun:
-    """Drive ``request_id`` (added and ready) until it terminates, errs or reaches ``max_tokens``."""
+                 rng: random.Random, num_drafts: int = 0, forward_s: float = 0.0) -> StandInRun:
+    """Drive ``request_id`` (added and ready) until it terminates, errs or reaches ``max_tokens``.
+    ``forward_s``: a stand-in forward pass (a sleep) between ``grammar_bitmask`` and sampling, as an engine's step
+    takes (0: steps back to back)."""
     vocab = manager.vocabulary
     stops = vocab.stop_token_ids
     out: list[int] = []
@@ -56,6 +59,8 @@ def run_stand_in(manager: StructuredOutputManager, request_id: str, max_tokens: 
             guess = manager.forced_tokens(request_id, min(num_drafts, room - 1))
             drafts = guess if guess else [think_token] * min(num_drafts, room - 1)
         batch = manager.grammar_bitmask([(request_id, drafts)] if num_drafts else [request_id])
+        if forward_s:
+            time.sleep(forward_s)
         rows: dict[int, np.ndarray] = {}
         if batch is not None:
             for r, i in enumerate(batch.logits_indices.tolist()):
