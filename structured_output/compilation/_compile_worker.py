@@ -106,6 +106,7 @@ def compile_one(builder: Any, compiler: Any, constraint: Any, settings: dict[str
                 cached: Any = None) -> tuple:
     """Validate and compile ``constraint`` (with ``cached``, xgrammar's cached compiler, where
     :func:`cache_safe`); the reply described in the module docstring."""
+    from .rule_sharing import shared_grammar
     from .xgrammar_adapter import xgrammar_message
 
     try:
@@ -115,7 +116,10 @@ def compile_one(builder: Any, compiler: Any, constraint: Any, settings: dict[str
     except Exception as e:  # noqa: BLE001 - reported to the parent
         return ("error", xgrammar_message(e))
     try:
-        use_cache = cached is not None and cache_safe(constraint.kind, grammar)
+        safe = cache_safe(constraint.kind, grammar)
+        if safe and constraint.kind in CHECKED_KINDS:  # the text round-trips: equal rules may share one
+            grammar = shared_grammar(grammar)
+        use_cache = cached is not None and safe
         t0 = time.perf_counter()
         compiled = (cached if use_cache else compiler).compile_grammar(grammar)
         compile_s = time.perf_counter() - t0

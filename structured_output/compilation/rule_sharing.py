@@ -1,0 +1,108 @@
+"""Equal rules of a grammar merged into one, so that xgrammar computes their token masks once.
+
+A tool constraint writes the same value rule once per parameter: Qwen3.6's raw string value (any text
+without ``</parameter>``, twelve rules) appears once for every string parameter of every tool, each copy
+under its own names. xgrammar precomputes token masks per rule, not per rule content, so ten tools with
+22 string parameters pay that precomputation 22 times (about half of the compile: ``python -m bench
+tools``).
+
+:func:`share_equal_rules` reads the grammar's EBNF text and merges rules that derive the same language
+for the same reason: two rules are *equal* when their bodies are the same text once every rule they
+refer to is replaced by its class, and the rules they refer to, in order, are equal. That is the
+coarsest partition stable under this refinement (Moore's algorithm over the rule graph; recursive rules
+included), so merged rules are interchangeable everywhere and the language is unchanged. Each class keeps
+its first rule; the root stays first.
+
+The text is read with xgrammar's lexical forms: string literals and character classes (with their
+escapes) are opaque, and only identifiers that name a rule of the grammar are references (keywords such
+as ``stop_eos`` in ``TagDispatch`` are not rule names). The caller parses the result back with
+xgrammar and keeps the original on any failure (:func:`shared_grammar`).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+__all__ = ["share_equal_rules", "shared_grammar"]
+
+_RULE = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*) ::= (.*)$")
+_LEX = re.compile(r'"(?:[^"\\]|\\.)*"|\[(?:[^\]\\]|\\.)*\]|[A-Za-z_][A-Za-z0-9_]*|[^"\[A-Za-z_]+', re.S)
+
+
+def share_equal_rules(ebnf: str, root: str = "root") -> str:
+    """``ebnf`` (xgrammar's printed form: one ``name ::= body`` per line) with equal rules merged (see
+    the module docstring); the text itself when nothing merges. ``ValueError`` for a line that is not a
+    rule, a name defined twice or no rule named ``root``."""
+    names: list[str] = []
+    bodies: list[str] = []
+    for line in ebnf.splitlines():
+        if not line.strip():
+            continue
+        m = _RULE.match(line)
+        if m is None:
+            raise ValueError(f"not a rule line: {line[:80]!r}")
+        names.append(m.group(1))
+        bodies.append(m.group(2))
+    index = {n: i for i, n in enumerate(names)}
+    if len(index) != len(names):
+        raise ValueError("a rule name is defined twice")
+    if root not in index:
+        raise ValueError(f"no rule named {root!r}")
+    pieces: list[list[str]] = []  # each body cut into text pieces, a reference between two pieces
+    refs: list[list[int]] = []
+    for body in bodies:
+        parts, rs, buf = [], [], []
+        for tok in _LEX.findall(body):
+            r = index.get(tok)
+            if r is None:
+                buf.append(tok)
+            else:
+                parts.append("".join(buf))
+                buf = []
+                rs.append(r)
+        parts.append("".join(buf))
+        if sum(map(len, parts)) + sum(len(names[r]) for r in rs) != len(body):
+            raise ValueError(f"rule {names[len(pieces)]!r}: body not read whole")
+        pieces.append(parts)
+        refs.append(rs)
+    shapes: dict[tuple[str, ...], int] = {}
+    cls = [shapes.setdefault(tuple(p), len(shapes)) for p in pieces]
+    n_cls = len(shapes)
+    while True:
+        sigs: dict[tuple, int] = {}
+        new = [sigs.setdefault((cls[i], *(cls[r] for r in refs[i])), len(sigs)) for i in range(len(names))]
+        if len(sigs) == n_cls:
+            break
+        cls, n_cls = new, len(sigs)
+    if n_cls == len(names):
+        return ebnf
+    rep: dict[int, int] = {cls[index[root]]: index[root]}
+    for i, c in enumerate(cls):
+        rep.setdefault(c, i)
+    out = []
+    for i in range(len(names)):
+        if rep[cls[i]] != i:
+            continue
+        parts, rs = pieces[i], refs[i]
+        body = [parts[0]]
+        for k, r in enumerate(rs):
+            body.append(names[rep[cls[r]]])
+            body.append(parts[k + 1])
+        out.append(f"{names[i]} ::= {''.join(body)}")
+    return "\n".join(out) + "\n"
+
+
+def shared_grammar(grammar: Any) -> Any:
+    """``grammar`` (an ``xgrammar.Grammar`` that survives its text round trip) with equal rules merged,
+    parsed back by xgrammar; ``grammar`` itself when nothing merges or the merged text does not parse."""
+    import xgrammar as xgr
+
+    text = str(grammar)
+    try:
+        shared = share_equal_rules(text)
+        if shared is text:
+            return grammar
+        return xgr.Grammar.from_ebnf(shared)
+    except Exception:  # noqa: BLE001 - an unexpected form: compile the grammar as built
+        return grammar

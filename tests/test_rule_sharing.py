@@ -1,0 +1,135 @@
+"""Equal rules merged before a tool constraint compiles (structured_output/compilation/rule_sharing.py):
+the merge is exact on hand-written grammars, and on real tool constraints every mask along random walks
+equals the unmerged grammar's."""
+
+from __future__ import annotations
+
+import json
+import random
+
+import numpy as np
+import pytest
+import torch
+import xgrammar as xgr
+
+from thinkgate.structured_output.compilation._compile_worker import compile_one
+from thinkgate.structured_output.compilation.rule_sharing import share_equal_rules, shared_grammar
+from thinkgate.structured_output.compilation.xgrammar_adapter import GrammarBuilder, build_tokenizer_info
+from thinkgate.structured_output.tools import build_tool_constraint
+from thinkgate.testing.vocabularies import format_vocabulary
+
+CORPUS_TOOLS = [
+    {"type": "function", "function": {"name": f"tool_{i}", "parameters": {
+        "type": "object", "properties": {"text": {"type": "string"}, "note": {"type": "string"},
+                                         "n": {"type": "integer"}, "mode": {"enum": ["a", "b"]}},
+        "required": ["text"]}}} for i in range(4)]
+
+
+def rules(ebnf: str) -> dict[str, str]:
+    return dict(line.split(" ::= ", 1) for line in ebnf.splitlines() if line)
+
+
+def test_copies_of_a_recursive_rule_become_one() -> None:
+    text = ('root ::= ((a "," b))\n'
+            'a ::= ("" | ("x" a))\n'
+            'b ::= ("" | ("x" b))\n')
+    out = rules(share_equal_rules(text))
+    assert out == {"root": '((a "," a))', "a": '("" | ("x" a))'}
+
+
+def test_rules_that_differ_below_stay_apart() -> None:
+    text = ('root ::= ((a b))\n'
+            'a ::= (("x" c))\n'
+            'b ::= (("x" d))\n'
+            'c ::= (("y"))\n'
+            'd ::= (("z"))\n')
+    assert share_equal_rules(text) is text
+
+
+def test_mutually_recursive_copies_merge_and_cycles_of_different_length_do_not() -> None:
+    text = ('root ::= ((p q r))\n'
+            'p ::= (("(" p2 ")") | "")\n'
+            'p2 ::= (("[" p "]"))\n'
+            'q ::= (("(" q2 ")") | "")\n'
+            'q2 ::= (("[" q "]"))\n'
+            'r ::= (("(" r2 ")") | "")\n'
+            'r2 ::= (("[" r3 "]"))\n'
+            'r3 ::= (("(" r2 ")") | "")\n')
+    out = rules(share_equal_rules(text))
+    # q, q2 merge into p, p2; r is the same language but r2 -> r3 is a different rule graph: r3 merges
+    # with p (both "(" X ")" | "" where X ~ p2 ~ r2), and then r too
+    assert out["root"] == "((p p p))"
+    assert set(out) == {"root", "p", "p2"}
+
+
+def test_names_inside_strings_and_classes_are_text() -> None:
+    text = ('root ::= ((a b "a b" [a\\]b]))\n'
+            'a ::= (("a"))\n'
+            'b ::= (("a"))\n')
+    assert rules(share_equal_rules(text)) == {"root": '((a a "a b" [a\\]b]))', "a": '(("a"))'}
+
+
+def test_the_root_keeps_its_name_wherever_it_is() -> None:
+    text = ('x ::= ((y))\n'
+            'y ::= (("k"))\n'
+            'root ::= ((y))\n')
+    out = rules(share_equal_rules(text))
+    assert out == {"y": '(("k"))', "root": "((y))"}
+    assert str(xgr.Grammar.from_ebnf(share_equal_rules(text)))  # parses, root found
+
+
+@pytest.mark.parametrize("bad", ["root ::= (a)\nnot a rule line\n", "x ::= ((\"a\"))\n", "root ::= (a)\nroot ::= (b)\n"])
+def test_text_that_is_not_a_rule_list_is_refused(bad: str) -> None:
+    with pytest.raises(ValueError):
+        share_equal_rules(bad)
+
+
+def test_a_grammar_that_does_not_parse_back_is_kept() -> None:
+    class Odd:
+        def __str__(self) -> str:
+            return "garbage without rules"
+
+    g = Odd()
+    assert shared_grammar(g) is g
+
+
+@pytest.mark.parametrize("fmt", ["qwen3_6", "deepseek_v4", "hermes"])
+def test_masks_along_random_walks_equal_the_unmerged_grammar(fmt: str) -> None:
+    vocab = format_vocabulary(fmt)
+    c = build_tool_constraint(CORPUS_TOOLS, "required", format=fmt)
+    grammar, _ = GrammarBuilder(vocab).build(c)
+    merged = shared_grammar(grammar)
+    assert len(str(merged).splitlines()) < len(str(grammar).splitlines()), "the tools' copies merge"
+    comp = xgr.GrammarCompiler(build_tokenizer_info(vocab), max_threads=1, cache_enabled=False)
+    a, b = comp.compile_grammar(grammar), comp.compile_grammar(merged)
+    width = (vocab.logits_width + 31) // 32
+    seed = random.randrange(2**32)
+    rng = random.Random(seed)
+    ba, bb = torch.zeros((1, width), dtype=torch.int32), torch.zeros((1, width), dtype=torch.int32)
+    for walk in range(4):
+        ma, mb = xgr.GrammarMatcher(a), xgr.GrammarMatcher(b)
+        for step in range(150):
+            if ma.is_terminated():
+                break
+            ma.fill_next_token_bitmask(ba)
+            mb.fill_next_token_bitmask(bb)
+            assert torch.equal(ba, bb), f"seed {seed}: walk {walk} step {step}"
+            allowed = np.flatnonzero(np.unpackbits(ba.numpy().view(np.uint8), bitorder="little"))
+            allowed = allowed[allowed < vocab.logits_width]
+            # short tokens half the time, so walks go deep into values as well as across calls
+            short = [t for t in allowed[:4000] if len(vocab.token_bytes[t]) <= 2]
+            t = int(rng.choice(short if short and rng.random() < 0.5 else allowed))
+            assert ma.accept_token(t) and mb.accept_token(t), f"seed {seed}: walk {walk} step {step}"
+        assert ma.is_terminated() == mb.is_terminated()
+
+
+def test_the_worker_compiles_the_merged_grammar() -> None:
+    vocab = format_vocabulary("qwen3_6")
+    c = build_tool_constraint(CORPUS_TOOLS, "required", format="qwen3_6")
+    grammar, _ = GrammarBuilder(vocab).build(c)
+    comp = xgr.GrammarCompiler(build_tokenizer_info(vocab), max_threads=1, cache_enabled=False)
+    reply = compile_one(GrammarBuilder(vocab), comp, c, {"ship_compiled_max_bytes": 0, "recompile_max_s": 60})
+    assert reply[0] == "grammar"
+    shipped = xgr.Grammar.deserialize_json(reply[1])
+    assert len(str(shipped).splitlines()) < len(str(grammar).splitlines())
+    assert json.loads(reply[1])  # the parent's recompile reads it
