@@ -156,6 +156,15 @@ CASES: dict[str, tuple[str | None, str, str, str]] = {
     "iquest_q1": ("iquest_q1", "<|iquest_assistant|><think>", "I should call a tool.</think>",
                   "<iquest_tool_call>get_weather<arg_key>location</arg_key><arg_value>Paris</arg_value>"
                   "</iquest_tool_call>"),
+    # GigaChat 3.5 (SGLang's gigachat35): the generation prompt opens the thought; GCML after a blank line
+    "gigachat35": ("deepseek_r1", "user<|role_sep|>\nWeather?<|message_sep|>\n\nassistant<|role_sep|>\n<think>",
+                   "I should call a tool.</think>\n\n",
+                   '<｜GCML｜tool_calls>\n<｜GCML｜invoke name="get_weather">\n<｜GCML｜parameter name="location" '
+                   'string="true">Paris</｜GCML｜parameter>\n</｜GCML｜invoke>\n</｜GCML｜tool_calls>'),
+    # Spark-X2.5 (SGLang's spark25): read with Qwen3's reasoning parser, as its README runs it
+    "spark25": ("qwen3", "<|im_start|>user\nWeather?<|im_end|>\n<|im_start|>assistant\n<think>\n",
+                "I should call a tool.\n</think>\n\n",
+                "<tool_call>get_weather\n<arg_key>location</arg_key><arg_value>Paris</arg_value>\n</tool_call>"),
 }
 LIST_OUTPUT = ("json", "xlam", "pythonic", "llama4_pythonic")
 """Formats whose output is one list of calls (JSON, or Python calls for the pythonic two, whose reader takes
