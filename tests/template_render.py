@@ -241,11 +241,17 @@ def _glm45(calls: Sequence[Call], content: str) -> str:
 def _glm47(calls: Sequence[Call], content: str) -> str:
     # GLM-4.7 / GLM-5: content|trim, then per call '<tool_call>' + name + '<arg_key>k</arg_key><arg_value>v</arg_value>'
     # ... + '</tool_call>', nothing between
+    return _keyed_calls(calls, content, "<tool_call>", "</tool_call>")
+
+
+def _keyed_calls(calls: Sequence[Call], content: str, begin: str, end: str) -> str:
+    # GLM-4.7's keyed arguments between the family's call tokens: content|trim, then per call begin + name +
+    # '<arg_key>k</arg_key><arg_value>v</arg_value>' ... + end, nothing between
     out = content.strip()
     for name, args in calls:
-        out += "<tool_call>" + name
+        out += begin + name
         out += "".join(f"<arg_key>{k}</arg_key><arg_value>{_glm_value(v)}</arg_value>" for k, v in args.items())
-        out += "</tool_call>"
+        out += end
     return out
 
 
@@ -253,12 +259,7 @@ def _iquest_q1(calls: Sequence[Call], content: str) -> str:
     # IQuest-Q1 (IQuestLab/IQuest-Q1, as a public runtime's render tests quote its template): content, then per
     # call '<iquest_tool_call>' + name + '<arg_key>k</arg_key><arg_value>v</arg_value>' ... + '</iquest_tool_call>',
     # non-strings as JSON, no newline anywhere
-    out = content.strip()
-    for name, args in calls:
-        out += "<iquest_tool_call>" + name
-        out += "".join(f"<arg_key>{k}</arg_key><arg_value>{_glm_value(v)}</arg_value>" for k, v in args.items())
-        out += "</iquest_tool_call>"
-    return out
+    return _keyed_calls(calls, content, "<iquest_tool_call>", "</iquest_tool_call>")
 
 
 def _minimax_m2(calls: Sequence[Call], content: str) -> str:

@@ -64,6 +64,36 @@ def recv_obj(sock: socket.socket) -> Any:
     return pickle.loads(_recv_exact(sock, n))
 
 
+def launch(module: str) -> tuple[Any, socket.socket]:
+    """A fresh interpreter (exec'd, never a fork of this process) with this process's ``sys.path``,
+    running ``module.main(fd)`` on its end of a socket pair: ``(Popen, this end)``. ``OSError`` when it
+    cannot start."""
+    import json
+    import subprocess
+
+    parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        code = f"import sys, json; sys.path[:] = json.loads(sys.argv[1]); from {module} import main; main(int(sys.argv[2]))"
+        popen = subprocess.Popen([sys.executable, "-c", code, json.dumps(sys.path), str(child.fileno())],
+                                 pass_fds=(child.fileno(),), stdin=subprocess.DEVNULL, start_new_session=True)
+    except OSError:
+        parent.close()
+        raise
+    finally:
+        child.close()
+    return popen, parent
+
+
+def handshake(sock: socket.socket, init: tuple, what: str) -> tuple:
+    """Send a launched process its ``init`` message and read its reply: ``("ready", ...)``, or
+    ``("error", cause)`` (also when it exits first; ``what`` names it in the cause)."""
+    try:
+        send_obj(sock, init)
+        return recv_obj(sock)
+    except (EOFError, OSError) as e:
+        return ("error", f"{what} exited during start-up ({e})")
+
+
 def vocab_table(vocabulary: Any) -> tuple:
     """What a worker needs to rebuild ``vocabulary`` (the encoder, a closure, is not needed)."""
     return (vocabulary.name, vocabulary.token_bytes, dict(vocabulary.special_tokens),

@@ -5,14 +5,12 @@ constraint to a worker and hands the reply to the compiler's decoder (the parent
 
 from __future__ import annotations
 
-import json
 import os
 import pickle
 import select
 import signal
 import socket
 import subprocess
-import sys
 import threading
 import time
 from collections import deque
@@ -134,24 +132,13 @@ class WorkerPool:
             return
         if not isinstance(self._table, tuple):
             self._table = _wire.vocab_table(self._table)
-        parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
-            code = ("import sys, json; sys.path[:] = json.loads(sys.argv[1]); "
-                    "from thinkgate.structured_output.compilation._compile_worker import main; main(int(sys.argv[2]))")
-            proc = subprocess.Popen([sys.executable, "-c", code, json.dumps(sys.path), str(child.fileno())],
-                                    pass_fds=(child.fileno(),), stdin=subprocess.DEVNULL, start_new_session=True)
+            proc, parent = _wire.launch("thinkgate.structured_output.compilation._compile_worker")
         except OSError as e:
-            parent.close()
             self._zerror = f"could not start the compile worker process: {e}"
             return
-        finally:
-            child.close()
         self._zygote, self._zsock = proc, parent
-        try:
-            _wire.send_obj(parent, ("init", self._table, self._settings))
-            reply = _wire.recv_obj(parent)
-        except (EOFError, OSError) as e:
-            reply = ("error", f"the compile worker process exited during start-up ({e})")
+        reply = _wire.handshake(parent, ("init", self._table, self._settings), "the compile worker process")
         if reply[0] != "ready":
             self._zerror = str(reply[1])
             self._stop_zygote()

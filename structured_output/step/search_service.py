@@ -26,11 +26,9 @@ these from the future; nothing raises into the scheduler loop.
 
 from __future__ import annotations
 
-import json
 import select
 import socket
 import subprocess
-import sys
 import threading
 import time
 import weakref
@@ -165,23 +163,12 @@ class SearchService:
 
 
 def _launch(table: tuple) -> _Proc:
-    parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
-        code = ("import sys, json; sys.path[:] = json.loads(sys.argv[1]); "
-                "from thinkgate.structured_output.step._search_worker import main; main(int(sys.argv[2]))")
-        popen = subprocess.Popen([sys.executable, "-c", code, json.dumps(sys.path), str(child.fileno())],
-                                 pass_fds=(child.fileno(),), stdin=subprocess.DEVNULL, start_new_session=True)
+        popen, parent = _wire.launch("thinkgate.structured_output.step._search_worker")
     except OSError as e:
-        parent.close()
         raise RuntimeError(f"could not start the search process: {e}") from None
-    finally:
-        child.close()
     proc = _Proc(popen, parent)
-    try:
-        _wire.send_obj(parent, ("init", table))
-        reply = _wire.recv_obj(parent)
-    except (EOFError, OSError) as e:
-        reply = ("error", f"the search process exited during start-up ({e})")
+    reply = _wire.handshake(parent, ("init", table), "the search process")
     if reply[0] != "ready":
         proc.kill()
         raise RuntimeError(f"the search process did not start: {reply[1]}")
