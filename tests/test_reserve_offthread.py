@@ -57,7 +57,7 @@ def spy(monkeypatch):
         monkeypatch.setattr(cls, name, spied)
 
     wrap(shortest_mod.ShortestCompletion, "find")
-    wrap(shortest_mod.ByteLevel, "shortest_text")
+    wrap(shortest_mod.ByteLevel, "shortest")
     wrap(reserve_mod.Shortest, "find")
     wrap(reserve_mod.Shortest, "complete")
     return calls
@@ -137,12 +137,11 @@ def test_a_search_past_its_deadline_stops_and_the_next_one_runs(vocab):
         seq = svc.submit(c, (), 0, 200, 60.0).result(60)
         assert seq is not None and seq[-1] in vocab.stop_token_ids
         first = svc.pid
-        # a search that takes tens of seconds on this vocabulary (nested required strings, minItems)
-        slow = Constraint.json_schema({"type": "array", "items": {"type": "object", "properties": {
-            "x": {"type": "string", "minLength": 5}}, "required": ["x"]}, "minItems": 3})
+        # a search of seconds: its shortest text is three strings of 4,000 characters, one search level each
+        slow = Constraint.json_schema({"type": "array", "items": {"type": "string", "minLength": 4000}, "minItems": 3})
         t0 = time.monotonic()
         with pytest.raises(TimeoutError):
-            svc.submit(slow, (), 0, 200, 0.5).result(30)
+            svc.submit(slow, (), 0, 4096, 0.5).result(30)
         assert time.monotonic() - t0 < 10
         with pytest.raises(TimeoutError):
             svc.submit(c, (), 0, 200, 1e-6).result(30)  # past its deadline before it starts

@@ -16,7 +16,7 @@ from thinkgate.structured_output.compilation.compiler import Compiler
 from thinkgate.structured_output.compilation.constraints import Constraint
 from thinkgate.structured_output.step.reserve import Shortest
 from thinkgate.structured_output.compilation.schema_support import new_matcher
-from thinkgate.structured_output.step.shortest import ByteLevel, ShortestCompletion, short_candidates
+from thinkgate.structured_output.step.shortest import ShortestCompletion, short_candidates
 from thinkgate.testing.workload import REGEXES, SCHEMAS
 
 _SINGLE = list(' {}[]":,-.0123abcdxyz()tuefalsn')
@@ -164,7 +164,7 @@ def test_real_vocabulary_completion_is_valid_from_every_prefix(qwen, i):
         bm = sh.byte_matcher(compiled)
         if not all(m.accept_token(t) for t in ids[:k]):
             continue  # the example breaks a bound the grammar keeps (whitespace): not a state to test
-        assert ByteLevel.feed(bm, vocab.decode_bytes(ids[:k]))
+        assert bm.feed_tokens(ids[:k], vocab.token_bytes)
         found = sh.find(m, bm, 400)
         assert found is not None, (k, vocab.decode(ids[:k]))
         _check_real(vocab, m, found)
@@ -184,3 +184,38 @@ def test_real_vocabulary_regexes(qwen):
         assert found is not None, rx
         _check_real(vocab, m, found)
         assert re.fullmatch(rx, vocab.decode(found[:-1])), (rx, vocab.decode(found[:-1]))
+
+
+# The byte tier's text from a state, against the shortest text worked out by hand from the schema (each a sum of
+# the fixed punctuation, keys and the shortest literal of every value still required).
+_BY_HAND = [
+    # the start: '{"name":"","age":0,"email":""}'
+    (SCHEMAS[0][0], "", 30),
+    # mid-array: '":1}],"express":true}' (qty >= 1, no more items, the shortest boolean)
+    (SCHEMAS[2][0], '{"order_id": "AB-2033", "items": [{"sku": "pen", "qty', 21),
+    # three required objects with five-character strings: '[{"x":"aaaaa"},{"x":"aaaaa"},{"x":"aaaaa"}]'
+    ({"type": "array", "items": {"type": "object", "properties": {"x": {"type": "string", "minLength": 5}},
+                                 "required": ["x"]}, "minItems": 3}, "", 43),
+    # a pattern that needs its exact class: '"00000"}'
+    ({"type": "object", "properties": {"zip": {"type": "string", "pattern": "^[0-9]{5}$"}}, "required": ["zip"]},
+     '{"zip": ', 8),
+]
+
+
+@pytest.mark.parametrize("schema, prefix, shortest", _BY_HAND)
+def test_byte_tier_finds_the_shortest_text(qwen, schema, prefix, shortest):
+    """Free-text states (a string's characters, optional whitespace) neither crowd the search's levels nor
+    lengthen its answer: the text found is as short as the hand-worked minimum."""
+    vocab, comp, sh = qwen
+    compiled = comp.compile(Constraint.json_schema(schema))
+    m = new_matcher(compiled)
+    ids = vocab.encode(prefix)
+    assert all(m.accept_token(t) for t in ids)
+    bm = sh.byte_matcher(compiled)
+    assert bm.feed_bytes(prefix.encode())
+    found = sh.find(m, bm, 400)
+    assert found is not None
+    _check_real(vocab, m, found)
+    text = vocab.decode(found[:-1])
+    json.loads(prefix + text)
+    assert len(text.encode()) == shortest, text

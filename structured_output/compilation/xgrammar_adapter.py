@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import xgrammar as xgr
@@ -136,6 +136,24 @@ class GrammarBuilder:
             raise ValueError(f"invalid {_KIND_NAMES.get(kind, kind)}: {xgrammar_message(e)}") from e
         raise ValueError(f"unknown constraint kind {kind!r}")
 
+    def token_copy(self, constraint: Constraint) -> tuple[set[int], Callable[[Mapping[int, int]], xgr.Grammar]] | None:
+        """For a structural tag whose token-level formats name tokens: the ids they name, and a function that
+        builds the same grammar with each such id ``t`` renamed ``ids[t]`` (a copy of the grammar on another
+        vocabulary: the shortest-completion search's byte level, ``step/shortest.py``). None otherwise."""
+        if constraint.kind != "structural_tag":
+            return None
+        tag, token_level = self.resolve_structural_tag(json.loads(constraint.spec))
+        if not token_level:
+            return None
+        named: set[int] = set()
+        _map_token_ids(tag, lambda t: named.add(t) or t)
+
+        def build(ids: Mapping[int, int]) -> xgr.Grammar:
+            grammar = xgr.Grammar.from_structural_tag(json.dumps(_map_token_ids(tag, ids.__getitem__)))
+            return _fix_bounded_json_strings(grammar, constraint.spec)
+
+        return named, build
+
     def resolve_structural_tag(self, tag: Any) -> tuple[dict[str, Any], bool]:
         """A copy of ``tag`` with every token named by text in a token-level format replaced by its
         id in this vocabulary, and whether any token-level format occurs. A bare format (no
@@ -212,6 +230,28 @@ class GrammarBuilder:
                                  f"vocabulary {vocab.name!r}")
             return tid
         return value  # let xgrammar report the type error
+
+
+def _map_token_ids(node: Any, f: Callable[[int], int]) -> Any:
+    """A copy of a resolved structural tag (its token-level formats name tokens by id) with each id ``t``
+    replaced by ``f(t)``."""
+    if isinstance(node, list):
+        return [_map_token_ids(x, f) for x in node]
+    if not isinstance(node, Mapping):
+        return node
+    out = {k: _map_token_ids(v, f) for k, v in node.items()}
+    kind = node.get("type")
+    if isinstance(kind, str) and (kind in _TOKEN_FIELDS or kind == "token_dispatch"):
+        for field_name in _TOKEN_FIELDS.get(kind, ()):
+            value = out.get(field_name)
+            if isinstance(value, list):
+                out[field_name] = [f(v) if isinstance(v, int) else v for v in value]
+            elif isinstance(value, int) and not isinstance(value, bool):
+                out[field_name] = f(value)
+        if kind == "token_dispatch" and isinstance(out.get("rules"), list):
+            out["rules"] = [[f(r[0]), r[1]] if isinstance(r, list) and len(r) == 2 and isinstance(r[0], int) else r
+                            for r in out["rules"]]
+    return out
 
 
 # xgrammar 0.2.9 writes a JSON string with minLength / maxLength as ``"\"" X_characters{m, n} "\""``

@@ -436,6 +436,11 @@ class StructuredOutputManager:
         max_tokens = validate_max_tokens(max_tokens, reserve_answer)
         if reserve_answer and constraint is None:
             raise ValueError("reserve_answer=True needs a constraint (there is no answer to reserve room for)")
+        if reserve_answer and constraint.option("keys_check") is not None:
+            raise ValueError("reserve_answer: this tool constraint takes argument keys in any order and checks the "
+                             "required ones when the output ends (tools/key_check.py); its shortest completion is "
+                             "not searched yet; build it with build_tool_constraint(..., key_order=\"schema\") to "
+                             "reserve its answer")
         tracker = None
         if constraint is not None and constraint.covers_reasoning:
             include_reasoning = False  # the constraint spells the thinking itself (harmony)

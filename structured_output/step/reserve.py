@@ -22,9 +22,11 @@ what the grammar and the content make it cost, so every search runs in the manag
   ``1 + drafts`` rows this step, ``r - (1 + drafts) - U - margin - k >= 0`` lets the model go on, and the
   next check is submitted a quarter of that slack later, so that its result is normally back before half
   of it is used. Once the slack is too small for another check to come back in time (``slack < 4 (k + 1)``), or
-  is used up, the next step *waits* for a completion from its very state (the only wait, once per answer;
-  counted in ``waits``) and steers along it; from there every row allows only the next token of that completion (the forced
-  rows of :mod:`.budget`; drafts that follow it are kept, one that deviates is rejected by its row), so
+  the next step could be past it, the request turns *urgent*: every commit submits a check for its very
+  state, which runs while the engine's forward pass does, and the next step reads it and steers along it
+  (a step *waits* only when that search is not done yet; counted in ``waits``). From there every row
+  allows only the next token of that completion (the forced rows of :mod:`.budget`; drafts that follow it
+  are kept, one that deviates is rejected by its row), so
   the output ends with its stop token within ``max_tokens``.
 
 Guarantee: the output parses and passes the constraint whenever the completion was found (always for
@@ -42,11 +44,13 @@ already known (cached), else that request alone goes to ``ERROR`` with it as its
 
 Costs on the scheduler thread: nothing for a request without reservation; with it, one comparison per
 step, a list extend per committed content step, and a queue append per check (a few per answer, at
-geometrically shrinking intervals); a waited check costs the search's time in the step that waits.
+geometrically shrinking intervals, then one per step while urgent, a queued one for an earlier state
+cancelled); a step that waits pays what the search took beyond the forward pass.
 """
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Sequence
 from concurrent.futures import Future, wait
 
@@ -57,9 +61,10 @@ from thinkgate.reasoning.vocabulary import Vocabulary
 
 from ..compilation.constraints import Constraint
 from ..compilation.schema_support import new_matcher
+from ..compilation.xgrammar_adapter import GrammarBuilder
 from .budget import Forcing
 from .search_service import REFUSED, SearchService
-from .shortest import ByteLevel, ShortestCompletion, short_candidates
+from .shortest import ByteCursor, ByteGrammar, ByteLevel, ShortestCompletion, short_candidates
 
 __all__ = ["validate_max_tokens", "Shortest", "AnswerReserve", "ReservationError", "DEFAULT_MARGIN"]
 
@@ -71,6 +76,9 @@ _START_CAP = 4096
 
 CHECK_TIMEOUT_S = 10.0
 """Deadline of one check during the answer (the search process is killed past it; the request is ``lost``)."""
+
+_COPIES = 64
+"""Byte-level copies kept by the search process (least recently used out first)."""
 
 _SMALL_VOCAB = 4096
 """Up to this many tokens, the search runs on the model's own tokens (exact tier of :mod:`.shortest`)."""
@@ -94,9 +102,9 @@ def validate_max_tokens(max_tokens: object, reserve_answer: object) -> int | Non
 class Shortest:
     """Shortest completions on one vocabulary (built once in the search process, :mod:`.search_service`;
     not thread-safe): the model's own tokens for a small vocabulary, else the byte-level copy of the
-    grammar and the fewest tokens spelling its shortest text (:mod:`.shortest`)."""
+    grammar (kept per constraint key) and the fewest tokens spelling its shortest text (:mod:`.shortest`)."""
 
-    __slots__ = ("vocabulary", "_tokens", "_bytes")
+    __slots__ = ("vocabulary", "_tokens", "_bytes", "_builder", "_copies")
 
     def __init__(self, vocabulary: Vocabulary) -> None:
         num_words = (vocabulary.logits_width + 31) // 32
@@ -104,29 +112,48 @@ class Shortest:
         self.vocabulary = vocabulary
         self._tokens: ShortestCompletion | None = None
         self._bytes: ByteLevel | None = None
+        self._builder = GrammarBuilder(vocabulary)
+        self._copies: OrderedDict[str, ByteGrammar] = OrderedDict()
         if vocabulary.vocab_size <= _SMALL_VOCAB:
             cand = short_candidates(vocabulary.token_bytes, vocabulary.vocab_size)
             self._tokens = ShortestCompletion(num_words, stops, cand, vocabulary, expand_all=_SMALL_VOCAB,
                                              token_bytes=vocabulary.token_bytes)
         else:
-            self._bytes = ByteLevel(vocabulary.token_bytes, vocabulary.vocab_size, stops, num_words)
+            self._bytes = ByteLevel(vocabulary, num_words)
 
-    def byte_matcher(self, compiled: object) -> xgr.GrammarMatcher | None:
-        """A byte-level matcher at the grammar's start (None on the token tier)."""
+    def _copy(self, compiled: object) -> ByteGrammar:
+        assert self._bytes is not None
+        constraint = compiled.constraint  # type: ignore[attr-defined]
+        key = constraint.key
+        copy = self._copies.get(key)
+        if copy is not None:
+            self._copies.move_to_end(key)
+            return copy
+        tokens = self._builder.token_copy(constraint)
+        check = constraint.schema_check
+        copy = (self._bytes.plain(compiled.grammar.grammar, check) if tokens is None  # type: ignore[attr-defined]
+                else self._bytes.with_tokens(*tokens, check))
+        self._copies[key] = copy
+        while len(self._copies) > _COPIES:
+            self._copies.popitem(last=False)
+        return copy
+
+    def byte_matcher(self, compiled: object) -> ByteCursor | None:
+        """A byte-level cursor at the grammar's start (None on the token tier)."""
         if self._bytes is None:
             return None
-        return self._bytes.matcher(compiled.grammar.grammar)  # type: ignore[attr-defined]
+        return self._copy(compiled).cursor()
 
-    def find(self, m: xgr.GrammarMatcher, byte_matcher: xgr.GrammarMatcher | None, max_len: int) -> list[int] | None:
-        """The shortest completion from ``m``'s committed state (``byte_matcher`` at the same text, on the
-        byte tier), at most ``max_len`` tokens; None when none was found. Moves nothing."""
+    def find(self, m: xgr.GrammarMatcher, cursor: ByteCursor | None, max_len: int) -> list[int] | None:
+        """The shortest completion from ``m``'s committed state (``cursor`` at the same output, on the byte
+        tier), at most ``max_len`` tokens; None when none was found. Moves nothing."""
         if self._tokens is not None:
             return self._tokens.find(m, max_len)
-        assert self._bytes is not None and byte_matcher is not None, "the byte tier reads its byte matcher"
-        text = self._bytes.shortest_text(byte_matcher, max(8 * max_len, 64))
-        if text is None:
+        assert self._bytes is not None and cursor is not None, "the byte tier reads its cursor"
+        items = self._bytes.shortest(cursor, max(8 * max_len, 64))
+        if items is None:
             return None
-        seq = self._bytes.tokens(text, m, self.vocabulary)
+        seq = self._bytes.tokens(items, m, cursor.grammar)
         return seq if seq is not None and len(seq) <= max_len else None
 
     def complete(self, compiled: object, tokens: Sequence[int], max_len: int) -> list[int] | None | bool:
@@ -137,10 +164,10 @@ class Shortest:
         for t in tokens:
             if not m.accept_token(t):
                 return False
-        bm = self.byte_matcher(compiled)
-        if bm is not None and not ByteLevel.feed(bm, self.vocabulary.decode_bytes(tokens)):
+        cursor = self.byte_matcher(compiled)
+        if cursor is not None and not cursor.feed_tokens(tokens, self.vocabulary.token_bytes):
             return False
-        return self.find(m, bm, max_len)
+        return self.find(m, cursor, max_len)
 
 
 class ReservationError(ValueError):
@@ -252,8 +279,18 @@ class AnswerReserve:
             self.steer = None
             self.status = "free"
             self.known_len, self.known_at, self.next_check = self.max_tokens, n_out, n_out
-        if self.status == "free" and self.pending is None and n_out >= self.next_check and tokens \
-                and tokens[-1] not in self.stop_ids:  # (after a stop token the output has ended)
+        if self.status != "free" or not tokens or tokens[-1] in self.stop_ids:  # (after a stop token it has ended)
+            return
+        if not self.urgent and not self._safe(n_out, self.margin - 1):
+            self.urgent = True  # the next step may be past the slack: its completion is needed
+        if self.urgent:
+            # the completion of this very state, searched while the engine's forward pass runs: the next step
+            # reads it (and waits only for what the forward did not cover)
+            if self.pending is not None and self.pending_at != n_out and self.pending.cancel():
+                self.pending = None  # still queued, for an earlier state: of no use now
+            if self.pending is None or self.pending_at != n_out:
+                self._submit(n_out)
+        elif self.pending is None and n_out >= self.next_check:
             self._submit(n_out)
 
     def _submit(self, n_out: int) -> None:
@@ -308,8 +345,9 @@ class AnswerReserve:
                     self.pending = None  # for an earlier state: of no use now
                 if self.pending is None:
                     self._submit(n_out)
-                self.waits += 1
-                wait([self.pending], timeout=CHECK_TIMEOUT_S + 1.0)
+                if not self.pending.done():
+                    self.waits += 1
+                    wait([self.pending], timeout=CHECK_TIMEOUT_S + 1.0)
                 if self.pending.done():
                     self._take(n_out, nd)
                 if self.steer is None:  # timed out, or no completion: the rows are the grammar's

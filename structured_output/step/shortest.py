@@ -15,8 +15,15 @@ found is the shortest among the sequences the search visits. Two cuts keep a lev
   relative) are taken to have the same futures, and only the first is kept;
 - *candidates*: from a state whose row allows at most ``expand_all`` tokens, every allowed token is
   tried; from a state that allows more (free text: inside a string, a regex's ``.*``), only the allowed
-  tokens of a fixed candidate set (single bytes, and short tokens made only of punctuation and spaces),
-  and at most ``beam`` sequences are kept per level.
+  tokens of a fixed candidate set (single bytes, and short tokens made only of punctuation and spaces;
+  on the byte level: :data:`BYTE_CANDIDATES`), or the first ``fallback`` allowed tokens when none of the
+  candidates is allowed, and at most ``beam`` sequences are kept per level;
+- *last resorts* (``last_resort``, the byte tier): from each state, the children that keep its row (one
+  more character of a string) and then the whitespace-only ones are tried only when no other child goes
+  on to a live state. Both are free moves that multiply a level's states (a string of every length, every
+  run of optional whitespace) and crowd the paths that close the output out of the beam; a state that
+  must take one (a ``minLength`` string, required whitespace) still does. Sequences sharing a prefix are
+  not re-accepted from the root: the matcher rolls back to the common prefix only.
 
 Guarantee: ``P`` is always a real completion (every token was accepted by the matcher, the stop token
 was allowed, the check passed), so ``len(P)`` is achievable: steering the output along ``P`` ends it in
@@ -26,13 +33,14 @@ equivalent (the tests compare it with a brute-force search over every viable tok
 grammars and a tiny byte-level vocabulary). Otherwise it is an upper bound on the minimum.
 
 Cost: one accept, one fill and one rollback per sequence tried; per level at most ``beam`` sequences
-are expanded. None when no completion of at most ``max_len`` tokens was found.
+are expanded (``python -m bench loop --max-tokens N`` measures what a reserving request pays for them). None when no completion of at most ``max_len`` tokens was found.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Container, Sequence
+from collections.abc import Callable, Container, Iterable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 import torch
@@ -41,9 +49,22 @@ import xgrammar as xgr
 from ..compilation.jsonws.bound import BoundedMatcher
 from ..compilation.schema_support import RecordingMatcher
 
-__all__ = ["ShortestCompletion", "ByteLevel", "short_candidates"]
+__all__ = ["ShortestCompletion", "ByteLevel", "ByteGrammar", "ByteCursor", "short_candidates"]
 
 _START = re.compile(rb"rule_start_pos=(\d+)")
+
+BYTE_CANDIDATES = np.frombuffer(b'"}],:)>\'/-.01aA ', dtype=np.uint8).astype(np.int64)
+"""The bytes the byte-level search tries from a free-text state (more than ``BYTE_EXPAND_ALL`` bytes allowed), in
+this order: what closes a string, an object, an array or a call first, then the shortest digits and letters.
+Trying every allowed byte there costs a full expansion per byte, and the UTF-8 lead bytes, each its own partial
+character state, crowded the beam out of the states that close the output."""
+
+BYTE_MAX_TRIES = 300_000
+"""Bytes a byte-level search tries before it gives up (about a second or two of search: far more than any
+completion the tests sweep needs, so that a grammar it cannot complete fails fast, not at the deadline)."""
+
+BYTE_EXPAND_ALL = 16
+"""Byte-level states allowing at most this many bytes (a number, a keyword, a small class) try every one."""
 _PUNCT = frozenset(b" \t\n\r!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~")
 
 
@@ -67,18 +88,25 @@ class ShortestCompletion:
     ``check``: ``(matcher) -> problem | None`` for a matcher whose output is checked after the fact
     (:class:`~.schema_support.RecordingMatcher`), called with the stop token accepted."""
 
-    __slots__ = ("_row", "_row_np", "_stops", "_cand", "expand_all", "beam", "_vocabulary", "_blank")
+    __slots__ = ("_row", "_row_np", "_stops", "_cand", "expand_all", "beam", "fallback", "last_resort", "max_tries",
+                 "_vocabulary", "_blank", "_translate", "_tries")
 
     def __init__(self, num_words: int, stop_ids: Container[int] | Sequence[int], candidates: np.ndarray,
-                 vocabulary: object = None, *, expand_all: int = 256, beam: int = 48,
-                 token_bytes: Sequence[bytes] = ()) -> None:
+                 vocabulary: object = None, *, expand_all: int = 256, beam: int = 48, fallback: int = 4,
+                 last_resort: bool = False, token_bytes: Sequence[bytes] = (),
+                 translate: Callable[[int], int] | None = None, max_tries: int = 1 << 62) -> None:
         self._row = torch.zeros((1, num_words), dtype=torch.int32)
         self._row_np: np.ndarray = self._row.numpy()
         self._stops = tuple(sorted(stop_ids))
         self._cand = candidates
         self._vocabulary = vocabulary
+        self._translate = translate  # this search's token ids -> ``vocabulary``'s, for the output check
         self.expand_all = expand_all
         self.beam = beam
+        self.fallback = fallback
+        self.last_resort = last_resort
+        self.max_tries = max_tries  # tokens tried per search before it gives up (None found)
+        self._tries = max_tries
         # whitespace-only tokens are tried last: optional filler that would crowd the beam otherwise
         blank = np.zeros(num_words * 32, dtype=bool)
         for t, b in enumerate(token_bytes[:num_words * 32]):
@@ -103,6 +131,9 @@ class ShortestCompletion:
         """The output so far, ended by ``stop``, passes the after-the-fact check (always, without one)."""
         if not isinstance(m, RecordingMatcher):
             return True
+        if self._translate is not None:  # a byte-level copy: its output read as the model's tokens
+            f = self._translate
+            return m.check.problem_of_tokens(self._vocabulary, [f(t) for t in m.tokens], frozenset()) is None
         return m.check.problem_of_tokens(self._vocabulary, [*m.tokens, stop], frozenset(self._stops)) is None
 
     @staticmethod
@@ -114,7 +145,8 @@ class ShortestCompletion:
         state = _START.sub(lambda mo: b"r%d" % (steps - int(mo.group(1))), state)
         return row.tobytes() + state
 
-    def _children(self, row: np.ndarray) -> np.ndarray:
+    def _children(self, row: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The tokens to try after a state with ``row``: (non-blank, whitespace-only)."""
         bits = np.unpackbits(row.view(np.uint8), bitorder="little")
         n = int(bits.sum())
         if n <= self.expand_all:
@@ -123,8 +155,10 @@ class ShortestCompletion:
             cand = self._cand
             cand = cand[cand < bits.shape[0]]
             ids = cand[bits[cand] != 0]
+            if ids.size == 0:  # none of the candidates may come here: the first allowed tokens still do
+                ids = np.flatnonzero(bits)[:self.fallback]
         blank = self._blank[ids]
-        return np.concatenate([ids[~blank], ids[blank]]) if blank.any() else ids
+        return (ids[~blank], ids[blank]) if blank.any() else (ids, ids[:0])
 
     def ends_after(self, m: xgr.GrammarMatcher, seq: Sequence[int]) -> int | None:
         """The stop token that may follow ``seq`` from ``m``'s state (the check passed), or None when
@@ -155,102 +189,235 @@ class ShortestCompletion:
         stop = self._stop_allowed(root)
         if stop is not None and self._passes(m, stop):
             return [stop]
+        self._tries = self.max_tries
         level: list[tuple[int, ...]] = [()]
-        for depth in range(1, max_len):  # sequences of `depth` tokens, then their stop token
-            nxt: list[tuple[int, ...]] = []
-            seen: set[bytes] = set()  # per level: the key shows the innermost items only
-            for path in level:
-                accepted = 0
-                try:
-                    for t in path:
-                        if not m.accept_token(t):
-                            raise RuntimeError("a sequence the matcher accepted before is refused now")
-                        accepted += 1
-                    children = self._children(self._fill(m).copy() if path else root.copy())
-                    for t in children.tolist():
-                        if t in stops:
-                            continue
-                        if not m.accept_token(t):
-                            continue
-                        try:
-                            row = self._fill(m)
-                            if not row.any():
-                                continue  # a dead end
-                            stop = self._stop_allowed(row)
-                            if stop is not None and self._passes(m, stop):
-                                return [*path, t, stop]
-                            if len(nxt) >= self.beam:
-                                continue
-                            key = self._key(m, row)
-                            if key in seen:
-                                continue
-                            seen.add(key)
-                            nxt.append((*path, t))
-                        finally:
-                            m.rollback(1)
-                finally:
-                    if accepted:
-                        m.rollback(accepted)
-            if not nxt:
-                return None
-            level = nxt
-        return None
+        at: list[tuple[int, ...]] = [()]  # the sequence ``m`` is advanced by (shared prefixes are not re-accepted)
+        try:
+            for depth in range(1, max_len):  # sequences of `depth` tokens, then their stop token
+                nxt: list[tuple[int, ...]] = []
+                seen: set[bytes] = set()  # per level: the key shows the innermost items only
+                for path in level:
+                    self._move(m, at, path)
+                    found = self._expand(m, path, root, nxt, seen, stops)
+                    if found is not None:
+                        return found
+                if not nxt or self._tries < 0:  # nothing left, or past its budget of tries
+                    return None
+                level = nxt
+            return None
+        finally:
+            if at[0]:
+                m.rollback(len(at[0]))
+
+    def _move(self, m: xgr.GrammarMatcher, at: list[tuple[int, ...]], path: tuple[int, ...]) -> None:
+        """Bring ``m`` from the sequence ``at[0]`` to ``path`` (both from the search's root): roll back to their
+        common prefix, accept the rest (each accept counted against the search's budget of tries)."""
+        cur = at[0]
+        n = 0
+        for a, b in zip(cur, path):
+            if a != b:
+                break
+            n += 1
+        if len(cur) > n:
+            m.rollback(len(cur) - n)
+            at[0] = cur[:n]
+        self._tries -= len(path) - n
+        for i in range(n, len(path)):
+            if not m.accept_token(path[i]):
+                at[0] = path[:i]
+                raise RuntimeError("a sequence the matcher accepted before is refused now")
+        at[0] = path
+
+    def _expand(self, m: xgr.GrammarMatcher, path: tuple[int, ...], root: np.ndarray, nxt: list[tuple[int, ...]],
+                seen: set[bytes], stops: frozenset[int]) -> list[int] | None:
+        """Try the children of ``path`` (``m`` is at its state): a completion ending after one of them, else the new
+        states appended to ``nxt``. With ``last_resort``, the children that keep the row (one more character of a
+        string) and then the whitespace-only ones are tried only when no other child goes on: both multiply the
+        states of a level and crowd the paths that close the output out of the beam. ``m`` ends where it started."""
+        row = self._fill(m).copy() if path else root.copy()
+        main, blank = self._children(row)
+        if not self.last_resort:
+            return self._try(m, path, np.concatenate([main, blank]), nxt, seen, stops, None, None)[0]
+        loops: list[int] = []
+        found, went_on = self._try(m, path, main, nxt, seen, stops, row, loops)
+        if found is not None or went_on:
+            return found
+        return self._try(m, path, np.concatenate([np.asarray(loops, dtype=np.int64), blank]), nxt, seen, stops,
+                         None, None)[0]
+
+    def _try(self, m: xgr.GrammarMatcher, path: tuple[int, ...], children: np.ndarray, nxt: list[tuple[int, ...]],
+             seen: set[bytes], stops: frozenset[int], parent: np.ndarray | None,
+             loops: list[int] | None) -> tuple[list[int] | None, bool]:
+        """``children`` after ``path``: (a completion, or None; whether any went on to a live state). With
+        ``parent`` (the row at ``path``), a child that keeps that row goes to ``loops`` instead of ``nxt``."""
+        went_on = False
+        self._tries -= len(children)
+        for t in children.tolist():
+            if t in stops:
+                continue
+            if not m.accept_token(t):
+                continue
+            try:
+                row = self._fill(m)
+                if not row.any():
+                    continue  # a dead end
+                stop = self._stop_allowed(row)
+                if stop is not None and self._passes(m, stop):
+                    return [*path, t, stop], True
+                if parent is not None and np.array_equal(row, parent):
+                    loops.append(t)  # type: ignore[union-attr]
+                    continue
+                went_on = True
+                if len(nxt) >= self.beam:
+                    continue
+                key = self._key(m, row)
+                if key in seen:
+                    continue
+                seen.add(key)
+                nxt.append((*path, t))
+            finally:
+                m.rollback(1)
+        return None, went_on
 
 
 # ------------------------------------------------------------------------------------------------
 # Large vocabularies: the shortest *text* on a byte-level copy of the grammar, then its fewest tokens
 
 
-class ByteLevel:
-    """The byte-level copy of a model's grammars, for :class:`ShortestCompletion` on a large vocabulary
-    (built once per manager; its compiler is xgrammar's, on a 257-token vocabulary: the 256 bytes and one
-    stop token, so a fill costs microseconds). Not thread-safe: the manager's thread only.
+class ByteGrammar:
+    """One constraint's byte-level copy (:meth:`ByteLevel.plain` / :meth:`ByteLevel.with_tokens`): its compiled
+    grammar, the search over it, and the model tokens its token-level formats name, each one token of the
+    copy's vocabulary (``to_model``: copy id -> model id; ``from_model``: the reverse)."""
 
-    ``shortest_text(matcher)``: the shortest byte completion from a byte-level matcher's state, by the
-    search above over single bytes (every allowed byte is tried; exact up to the merging of states).
-    ``tokens(text, real_matcher)``: the fewest tokens of the model's vocabulary that spell ``text``
-    (dynamic programming over the text's positions), checked on the real matcher (accepted, then a stop
-    token allowed), else the text's single-byte tokens, else None."""
+    __slots__ = ("compiled", "search", "to_model", "from_model", "check")
+
+    def __init__(self, compiled: xgr.CompiledGrammar, search: ShortestCompletion, to_model: dict[int, int],
+                 check: object = None) -> None:
+        self.compiled = compiled
+        self.search = search
+        self.to_model = to_model
+        self.from_model = {m: b for b, m in to_model.items()}
+        self.check = check  # the constraint's output check (checked where the search may end), or None
+
+    def cursor(self) -> "ByteCursor":
+        """A matcher of the copy at the grammar's start."""
+        m = xgr.GrammarMatcher(self.compiled) if self.check is None else RecordingMatcher(self.compiled, self.check)
+        return ByteCursor(self, m)
+
+
+class ByteCursor:
+    """A byte-level matcher and the copy it runs on; advanced by the model's bytes or tokens."""
+
+    __slots__ = ("grammar", "matcher")
+
+    def __init__(self, grammar: ByteGrammar, matcher: xgr.GrammarMatcher) -> None:
+        self.grammar = grammar
+        self.matcher = matcher
+
+    def feed_bytes(self, data: bytes) -> bool:
+        """Advance over text (False: refused)."""
+        m = self.matcher
+        for b in data:
+            if not m.accept_token(b):
+                return False
+        return True
+
+    def feed_tokens(self, tokens: Sequence[int], token_bytes: Sequence[bytes]) -> bool:
+        """Advance over model tokens: a token the copy names is its one token, any other its bytes."""
+        named = self.grammar.from_model
+        for t in tokens:
+            b = named.get(t)
+            if b is not None:
+                if not self.matcher.accept_token(b):
+                    return False
+            elif not self.feed_bytes(token_bytes[t]):
+                return False
+        return True
+
+
+class ByteLevel:
+    """The byte-level copies of a model's grammars, for :class:`ShortestCompletion` on a large vocabulary
+    (built once per search process; its compilers are xgrammar's, on a vocabulary of the 256 bytes and one
+    stop token, so a fill costs microseconds). Not thread-safe.
+
+    A grammar whose structural tag names model tokens (``<tool_call>``, a stop token inside a format) gets a
+    copy whose vocabulary is the 256 bytes plus one token for each model token it names and each stop token
+    (:meth:`with_tokens`); its search tries those tokens beside the candidate bytes.
+
+    ``shortest(cursor)``: a short completion from a cursor's state, by the search above over single bytes
+    (and named tokens): every allowed one where at most ``BYTE_EXPAND_ALL`` are, else :data:`BYTE_CANDIDATES`;
+    an upper bound on the shortest, always a real completion. ``tokens(items, grammar, real_matcher)``: the
+    fewest tokens of the model's vocabulary that spell it (dynamic programming over each run of bytes; a
+    named token is itself), checked on the real matcher (accepted, then a stop token allowed), else the
+    text's single-byte tokens, else None."""
 
     STOP = 256
 
-    def __init__(self, token_bytes: Sequence[bytes], vocab_size: int, stop_ids: Sequence[int] | Container[int],
-                 num_words: int, *, beam: int = 48) -> None:
+    def __init__(self, vocabulary: Any, num_words: int, *, beam: int = 48) -> None:
+        token_bytes, vocab_size = vocabulary.token_bytes, vocabulary.vocab_size
+        specials = vocabulary.special_token_ids
         info = xgr.TokenizerInfo([bytes([b]) for b in range(256)] + [b"</s>"], stop_token_ids=[self.STOP])
         self._compiler = xgr.GrammarCompiler(info, max_threads=1, cache_enabled=False)
-        self._search = ShortestCompletion(9, (self.STOP,), np.arange(256), None, expand_all=257, beam=beam,
-                                          token_bytes=[bytes([b]) for b in range(256)])
-        self._real = ShortestCompletion(num_words, stop_ids, np.empty(0, dtype=np.int64), None)
+        self._vocabulary = vocabulary
+        self._beam = beam
+        self._token_bytes = token_bytes
+        self._stop_ids = sorted(vocabulary.stop_token_ids)
+        self._specials = specials
+        self._real = ShortestCompletion(num_words, self._stop_ids, np.empty(0, dtype=np.int64), vocabulary)
         by_bytes: dict[bytes, int] = {}
         for t in range(min(vocab_size, len(token_bytes))):
             b = token_bytes[t]
-            if b and b not in by_bytes:
+            if b and b not in by_bytes and t not in specials:
                 by_bytes[b] = t
         self._by_bytes = by_bytes
         self._max_len = max((len(b) for b in by_bytes), default=1)
         self._single = [by_bytes.get(bytes([b])) for b in range(256)]
+        single = self._single
+        self._search = self._new_search(9, (self.STOP,), [bytes([b]) for b in range(256)], (), single.__getitem__)
 
-    def matcher(self, grammar: xgr.Grammar) -> xgr.GrammarMatcher:
-        """A byte-level matcher of ``grammar`` at its start."""
-        return xgr.GrammarMatcher(self._compiler.compile_grammar(grammar))
+    def _new_search(self, num_words: int, stops: Sequence[int], pieces: Sequence[bytes], extra: Sequence[int],
+                    translate: Callable[[int], int]) -> ShortestCompletion:
+        cand = np.concatenate([BYTE_CANDIDATES, np.asarray(extra, dtype=np.int64)])
+        return ShortestCompletion(num_words, stops, cand, self._vocabulary, expand_all=BYTE_EXPAND_ALL,
+                                  beam=self._beam, last_resort=True, token_bytes=pieces, translate=translate,
+                                  max_tries=BYTE_MAX_TRIES)
 
-    @staticmethod
-    def feed(byte_matcher: xgr.GrammarMatcher, data: bytes) -> bool:
-        """Advance a byte-level matcher over ``data`` (False: refused)."""
-        for b in data:
-            if not byte_matcher.accept_token(b):
-                return False
-        return True
+    def plain(self, grammar: xgr.Grammar, check: object = None) -> ByteGrammar:
+        """The copy of a grammar that names no model token (``check``: its output check, or None)."""
+        return ByteGrammar(self._compiler.compile_grammar(grammar), self._search, {}, check)
 
-    def shortest_text(self, byte_matcher: xgr.GrammarMatcher, max_len: int) -> bytes | None:
-        path = self._search.find(byte_matcher, max_len)
-        if path is None:
-            return None
-        return bytes(path[:-1])
+    def with_tokens(self, named: Iterable[int], build: Callable[[Mapping[int, int]], xgr.Grammar],
+                    check: object = None) -> ByteGrammar:
+        """The copy of a grammar whose token-level formats name the model tokens ``named``: ``build(ids)`` makes
+        it with every model token id ``t`` it names replaced by ``ids[t]``, that token's id in the copy."""
+        from ..compilation.xgrammar_adapter import control_token_bytes
 
-    def tokens(self, text: bytes, real: xgr.GrammarMatcher, check_vocabulary: object = None) -> list[int] | None:
-        """The fewest model tokens that spell ``text``, then a stop token allowed after them, checked on
-        ``real`` (which ends where it started); None when neither they nor the single bytes pass."""
+        model_ids = sorted(set(named) | set(self._stop_ids))
+        ids = {t: 256 + j for j, t in enumerate(model_ids)}
+        pieces = [bytes([b]) for b in range(256)]
+        for t in model_ids:  # a control token stays one that text never spells (xgrammar_adapter's rule)
+            pieces.append(control_token_bytes(ids[t]) if t in self._specials or t >= len(self._token_bytes)
+                          else self._token_bytes[t])
+        stops = [ids[t] for t in self._stop_ids]
+        info = xgr.TokenizerInfo(pieces, xgr.VocabType.RAW, stop_token_ids=stops)
+        compiled = xgr.GrammarCompiler(info, max_threads=1, cache_enabled=False).compile_grammar(build(ids))
+        to_model = {b: t for t, b in ids.items()}
+        single = self._single
+
+        def translate(i: int) -> int:
+            return single[i] if i < 256 else to_model[i]  # type: ignore[return-value]
+
+        search = self._new_search((len(pieces) + 31) // 32, stops, pieces,
+                                  [ids[t] for t in model_ids if ids[t] not in stops], translate)
+        return ByteGrammar(compiled, search, to_model, check)
+
+    def shortest(self, cursor: ByteCursor, max_len: int) -> list[int] | None:
+        """A short completion from ``cursor``'s state: the copy's token ids, its stop token left out."""
+        path = cursor.grammar.search.find(cursor.matcher, max_len)
+        return None if path is None else path[:-1]
+
+    def _spell(self, text: bytes) -> tuple[list[int] | None, list[int] | None]:
+        """The fewest model tokens spelling ``text``, and its single-byte tokens (None where none exist)."""
         n = len(text)
         best = [0] + [n + 1] * n
         prev = [-1] * (n + 1)
@@ -264,18 +431,48 @@ class ByteLevel:
                         best[j] = best[i] + 1
                         prev[j] = i
                         tok[j] = t
-        tries: list[list[int]] = []
+        fewest: list[int] | None = None
         if n == 0 or best[n] <= n:
-            seq: list[int] = []
+            fewest = []
             j = n
             while j > 0:
-                seq.append(tok[j])
+                fewest.append(tok[j])
                 j = prev[j]
-            tries.append(seq[::-1])
+            fewest.reverse()
         single = [self._single[b] for b in text]
-        if all(t is not None for t in single):
-            tries.append(single)  # type: ignore[arg-type]
-        self._real._vocabulary = check_vocabulary
+        return fewest, (single if all(t is not None for t in single) else None)  # type: ignore[return-value]
+
+    def tokens(self, items: bytes | Sequence[int], real: xgr.GrammarMatcher,
+               grammar: ByteGrammar | None = None) -> list[int] | None:
+        """The fewest model tokens that spell ``items`` (text, or a copy's token ids: bytes and named tokens),
+        then a stop token allowed after them, checked on ``real`` (which ends where it started); None when
+        neither they nor the single bytes pass."""
+        to_model = grammar.to_model if grammar is not None else {}
+        runs: list[bytes | int] = []  # runs of text and named model tokens
+        buf = bytearray()
+        for i in items:
+            if i < 256:
+                buf.append(i)
+                continue
+            if buf:
+                runs.append(bytes(buf))
+                buf.clear()
+            runs.append(to_model[i])
+        if buf:
+            runs.append(bytes(buf))
+        best: list[int] | None = []
+        single: list[int] | None = []
+        for r in runs:
+            if isinstance(r, int):
+                best = None if best is None else [*best, r]
+                single = None if single is None else [*single, r]
+                continue
+            f, one = self._spell(r)
+            best = None if best is None or f is None else best + f
+            single = None if single is None or one is None else single + one
+        tries = [t for t in (best, single) if t is not None]
+        if len(tries) == 2 and tries[0] == tries[1]:
+            tries.pop()
         for seq in tries:
             stop = self._real.ends_after(real, seq)
             if stop is not None:
