@@ -11,6 +11,9 @@ one). Cost: the trajectories of the reserving run are replayed one token per ste
 ``accept_tokens``, timed) on a manager with and without reservation; ``step_x`` is the ratio of the median
 per-step cost (with / without; the target is <= 1.05).
 
+Then, per schema, the time of one shortest-completion search from the grammar's start and from the middle of a
+valid output (the search process's code run in this process) and the completion's length.
+
 ``--reserve-thinking N`` gives every request ``max_thinking_tokens=N``: the thinking ends early and the answer is
 written freely, so the reservation checks it (the path with searches). ``--reserve-forward-us US``: an untimed
 stand-in forward pass (a sleep) between steps, in the runs and the replays: the time an engine's step gives the
@@ -68,6 +71,31 @@ def _replay_cost(mgr: Any, vocab: Any, prompt: list[int], runs: list[tuple[Any, 
         per_step.append(spent / 1e3 / max(1, len(tokens)))
         mgr.remove_request(rid)
     return per_step
+
+
+def _search_times(vocab: Any, seed: int) -> list[dict[str, Any]]:
+    """Per schema: the search process's own code (``_search_worker._Searcher``, run in this process) timed on the
+    shortest completion from the grammar's start and from the middle of a valid output, with its length."""
+    from thinkgate.structured_output import Constraint
+    from thinkgate.structured_output.compilation import _compile_worker
+    from thinkgate.structured_output.step._search_worker import _Searcher
+    from thinkgate.testing.workload import SCHEMAS
+
+    searcher = _Searcher(_compile_worker.vocab_table(vocab))
+    rng = random.Random(seed)
+    rows = []
+    for i, (schema, make) in enumerate(SCHEMAS):
+        c = Constraint.json_schema(schema)
+        searcher.compiled(c)  # the compile is not the search's
+        ids = vocab.encode(json.dumps(make(rng), ensure_ascii=False))
+        row: dict[str, Any] = {"schema": i}
+        for name, prefix in (("start", ()), ("half", tuple(ids[:len(ids) // 2]))):
+            t0 = time.perf_counter()
+            status, found = searcher.run(c, prefix, 400)
+            row[f"{name}_ms"] = round((time.perf_counter() - t0) * 1e3, 1)
+            row[f"{name}_tokens"] = len(found) if status == "ok" and found else None
+        rows.append(row)
+    return rows
 
 
 def run(args: argparse.Namespace) -> int:
@@ -135,6 +163,9 @@ def run(args: argparse.Namespace) -> int:
     for row in rows:
         row["max_thinking_tokens"], row["forward_us"] = thinking, args.reserve_forward_us
     print_table(rows, COLUMNS)
+    searches = _search_times(vocab, args.seed)
+    print("\nshortest-completion searches (the search process's code, in this process; tokens: stop included):")
+    print_table(searches, ["schema", "start_ms", "start_tokens", "half_ms", "half_tokens"])
     print(f"\nwithout reservation: {rows[0]['cut']} cut, {rows[0]['invalid']} invalid of {rows[0]['requests']}; "
           f"with it: {rows[1]['cut']} cut, {rows[1]['invalid']} invalid; cost per step x{rows[1]['step_x']} "
           f"(median of per-request step means over {len(res)} replays)")
