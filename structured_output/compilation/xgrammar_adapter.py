@@ -146,7 +146,12 @@ class GrammarBuilder:
         if not token_level:
             return None
         named: set[int] = set()
-        _map_token_ids(tag, lambda t: named.add(t) or t)
+
+        def collect(t: int) -> int:
+            named.add(t)
+            return t
+
+        _map_token_ids(tag, collect)
 
         def build(ids: Mapping[int, int]) -> xgr.Grammar:
             grammar = xgr.Grammar.from_structural_tag(json.dumps(_map_token_ids(tag, ids.__getitem__)))
@@ -183,19 +188,9 @@ class GrammarBuilder:
             for i, r in enumerate(out["rules"]):
                 if isinstance(r, list) and r:
                     self._check_literal(r[0], f"{path}.rules[{i}][0]")
-        if isinstance(kind, str) and (kind in _TOKEN_FIELDS or kind == "token_dispatch"):
+        if _names_tokens(kind):
             found[0] = True
-            for field_name in _TOKEN_FIELDS.get(kind, ()):
-                if field_name not in out:
-                    continue
-                value = out[field_name]
-                where = f"{path}.{field_name}"
-                out[field_name] = ([self._token(v, f"{where}[{i}]") for i, v in enumerate(value)]
-                                   if isinstance(value, list) else self._token(value, where))
-            if kind == "token_dispatch" and isinstance(out.get("rules"), list):
-                out["rules"] = [[self._token(r[0], f"{path}.rules[{i}][0]"), r[1]]
-                                if isinstance(r, list) and len(r) == 2 else r
-                                for i, r in enumerate(out["rules"])]
+            _rename_tokens(out, kind, path, self._token)
         return out
 
     def _check_literal(self, value: Any, where: str) -> None:
@@ -232,6 +227,26 @@ class GrammarBuilder:
         return value  # let xgrammar report the type error
 
 
+def _names_tokens(kind: Any) -> bool:
+    """Whether a structural-tag format of this type names tokens (``_TOKEN_FIELDS``, ``token_dispatch`` rules)."""
+    return isinstance(kind, str) and (kind in _TOKEN_FIELDS or kind == "token_dispatch")
+
+
+def _rename_tokens(out: dict[str, Any], kind: str, path: str, f: Callable[[Any, str], Any]) -> None:
+    """Replace, in place, each token a format of type ``kind`` names (its token fields, a ``token_dispatch``'s
+    rule heads) by ``f(token, where)``."""
+    for field_name in _TOKEN_FIELDS.get(kind, ()):
+        if field_name not in out:
+            continue
+        value = out[field_name]
+        where = f"{path}.{field_name}"
+        out[field_name] = ([f(v, f"{where}[{i}]") for i, v in enumerate(value)]
+                           if isinstance(value, list) else f(value, where))
+    if kind == "token_dispatch" and isinstance(out.get("rules"), list):
+        out["rules"] = [[f(r[0], f"{path}.rules[{i}][0]"), r[1]] if isinstance(r, list) and len(r) == 2 else r
+                        for i, r in enumerate(out["rules"])]
+
+
 def _map_token_ids(node: Any, f: Callable[[int], int]) -> Any:
     """A copy of a resolved structural tag (its token-level formats name tokens by id) with each id ``t``
     replaced by ``f(t)``."""
@@ -241,16 +256,8 @@ def _map_token_ids(node: Any, f: Callable[[int], int]) -> Any:
         return node
     out = {k: _map_token_ids(v, f) for k, v in node.items()}
     kind = node.get("type")
-    if isinstance(kind, str) and (kind in _TOKEN_FIELDS or kind == "token_dispatch"):
-        for field_name in _TOKEN_FIELDS.get(kind, ()):
-            value = out.get(field_name)
-            if isinstance(value, list):
-                out[field_name] = [f(v) if isinstance(v, int) else v for v in value]
-            elif isinstance(value, int) and not isinstance(value, bool):
-                out[field_name] = f(value)
-        if kind == "token_dispatch" and isinstance(out.get("rules"), list):
-            out["rules"] = [[f(r[0]), r[1]] if isinstance(r, list) and len(r) == 2 and isinstance(r[0], int) else r
-                            for r in out["rules"]]
+    if _names_tokens(kind):
+        _rename_tokens(out, kind, "$", lambda v, _: f(v) if isinstance(v, int) and not isinstance(v, bool) else v)
     return out
 
 

@@ -19,8 +19,8 @@ found is the shortest among the sequences the search visits. Two cuts keep a lev
   on the byte level: :data:`BYTE_CANDIDATES`), or the first ``fallback`` allowed tokens when none of the
   candidates is allowed, and at most ``beam`` sequences are kept per level;
 - *last resorts* (``last_resort``, the byte tier): from each state, the children that keep its row (one
-  more character of a string) and then the whitespace-only ones are tried only when no other child goes
-  on to a live state. Both are free moves that multiply a level's states (a string of every length, every
+  more character of a string) and the whitespace-only ones are tried, together, only when no other child
+  goes on to a live state. Both are free moves that multiply a level's states (a string of every length, every
   run of optional whitespace) and crowd the paths that close the output out of the beam; a state that
   must take one (a ``minLength`` string, required whitespace) still does. Sequences sharing a prefix are
   not re-accepted from the root: the matcher rolls back to the common prefix only.
@@ -33,7 +33,8 @@ equivalent (the tests compare it with a brute-force search over every viable tok
 grammars and a tiny byte-level vocabulary). Otherwise it is an upper bound on the minimum.
 
 Cost: one accept, one fill and one rollback per sequence tried; per level at most ``beam`` sequences
-are expanded (``python -m bench loop --max-tokens N`` measures what a reserving request pays for them). None when no completion of at most ``max_len`` tokens was found.
+are expanded (``python -m bench loop --max-tokens N`` prints what the searches cost). None when no
+completion of at most ``max_len`` tokens was found, or when a search runs past ``max_tries``.
 """
 
 from __future__ import annotations
@@ -60,8 +61,8 @@ Trying every allowed byte there costs a full expansion per byte, and the UTF-8 l
 character state, crowded the beam out of the states that close the output."""
 
 BYTE_MAX_TRIES = 300_000
-"""Bytes a byte-level search tries before it gives up (about a second or two of search: far more than any
-completion the tests sweep needs, so that a grammar it cannot complete fails fast, not at the deadline)."""
+"""Bytes a byte-level search tries (accepts included) before it gives up: seconds of search at most, far more
+than any completion the tests sweep needs, so that a grammar it cannot complete fails fast, not at the deadline."""
 
 BYTE_EXPAND_ALL = 16
 """Byte-level states allowing at most this many bytes (a number, a keyword, a small class) try every one."""
@@ -232,7 +233,7 @@ class ShortestCompletion:
                 seen: set[bytes], stops: frozenset[int]) -> list[int] | None:
         """Try the children of ``path`` (``m`` is at its state): a completion ending after one of them, else the new
         states appended to ``nxt``. With ``last_resort``, the children that keep the row (one more character of a
-        string) and then the whitespace-only ones are tried only when no other child goes on: both multiply the
+        string) are tried, with the whitespace-only ones, only when no other child goes on: both multiply the
         states of a level and crowd the paths that close the output out of the beam. ``m`` ends where it started."""
         row = self._fill(m).copy() if path else root.copy()
         main, blank = self._children(row)
@@ -372,8 +373,7 @@ class ByteLevel:
         self._by_bytes = by_bytes
         self._max_len = max((len(b) for b in by_bytes), default=1)
         self._single = [by_bytes.get(bytes([b])) for b in range(256)]
-        single = self._single
-        self._search = self._new_search(9, (self.STOP,), [bytes([b]) for b in range(256)], (), single.__getitem__)
+        self._search = self._new_search(9, (self.STOP,), [bytes([b]) for b in range(256)], (), self._single.__getitem__)
 
     def _new_search(self, num_words: int, stops: Sequence[int], pieces: Sequence[bytes], extra: Sequence[int],
                     translate: Callable[[int], int]) -> ShortestCompletion:
