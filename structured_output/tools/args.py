@@ -27,7 +27,7 @@ from .marked import MAX_ARGUMENT_DEPTH, MarkedText, json_depth_ok
 from .order import KEY_ORDERS, KeyOrder, Member, members_any_order, members_in_orders
 from .request import ToolSpec
 from .syntax import Fmt, LiteralText, const, json_fmt, no_substring_regex, opt, or_, regex, seq, star
-from .xml_values import VALUE_STYLES, ValueStyle, read_value, split_schema, value_fmt
+from .xml_values import VALUE_STYLES, ValueStyle, raw_min_length, read_value, split_schema, value_fmt
 
 if TYPE_CHECKING:
     from .arg_stream import ArgStreamer
@@ -220,7 +220,7 @@ class XmlArgs(ArgsSyntax):
                 return or_(*[const(v) for v in values])
             if isinstance(sub.get("pattern"), str):
                 return regex(sub["pattern"])
-        return regex(no_substring_regex(self.close))
+        return regex(no_substring_regex(self.close, raw_min_length(sub)))
 
     def _param(self, key: str, sub: Any, defs: Mapping[str, Any], lit: LiteralText, ws: int | None) -> Fmt:
         value = value_fmt(sub, defs, self.values, close=self.close, json_exclude=self._json_exclude,

@@ -127,16 +127,20 @@ class LiteralText:
 # --------------------------------------------------------------------------------------------------
 # "any text without substring S"
 
+_RX_NAMES = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
 def _rx(c: str) -> str:
-    return "\\" + c if c in "\\^$.|?*+()[]{}/-\"" else c
+    return _RX_NAMES.get(c) or ("\\" + c if c in "\\^$.|?*+()[]{}/-\"" else c)
 
 
 def _rx_not(chars: Iterable[str]) -> str:
     return "[^" + "".join(_rx(c) for c in sorted(set(chars))) + "]"
 
 
-def no_substring_regex(forbidden: str) -> str:
-    """A regex for any string, possibly empty, that does not contain ``forbidden``.
+def no_substring_regex(forbidden: str, min_length: int = 0) -> str:
+    """A regex for any string, possibly empty (at least ``min_length`` characters long with ``min_length``),
+    that does not contain ``forbidden``.
 
     Needs ``forbidden[0]`` (say ``a``) to occur nowhere else in it, as in closing tags such as
     ``</parameter>`` and in ``<|"|>``. Then every ``a`` starts a chunk, and a string avoids ``forbidden``
@@ -155,9 +159,16 @@ def no_substring_regex(forbidden: str) -> str:
     if a in s[1:]:
         raise ValueError(f"no_substring_regex: {s!r} repeats its first character")
     rest = _rx_not(a) + "*"
+    # ``min_length``: that many units first, each a character other than ``a`` or ``a`` and a character other
+    # than ``s1`` and ``a`` (at least one character each, and no ``a s1`` in or across them: a value that begins
+    # with ``forbidden[:2]`` within its first ``min_length`` characters is not admitted)
+    head = ""
+    if min_length > 0:
+        unit = _rx_not(a) if len(s) == 1 else f"({_rx_not(a)}|{_rx(a)}{_rx_not([s[1], a])})"
+        head = f"{unit}{{{min_length}}}"
     if len(s) == 1:
-        return rest
+        return head + rest
     y = f"({_rx_not([s[-1], a])}{rest})?"  # reading the last character would complete it
     for k in range(len(s) - 2, 0, -1):
         y = f"({_rx_not([s[k], a])}{rest}|{_rx(s[k])}{y})?"
-    return f"{rest}({_rx(a)}{y})*"
+    return f"{head}{rest}({_rx(a)}{y})*"

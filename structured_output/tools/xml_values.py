@@ -43,7 +43,7 @@ from typing import Any, Literal
 from .marked import MAX_ARGUMENT_DEPTH, json_depth_ok
 from .syntax import Fmt, const, json_fmt, no_substring_regex, opt, or_, regex, seq, star
 
-__all__ = ["ValueStyle", "VALUE_STYLES", "split_schema", "value_fmt", "read_value", "python_literal"]
+__all__ = ["ValueStyle", "VALUE_STYLES", "split_schema", "value_fmt", "read_value", "python_literal", "raw_min_length"]
 
 ValueStyle = Literal["json", "py_scalars", "python"]
 VALUE_STYLES: tuple[str, ...] = ("json", "py_scalars", "python")
@@ -60,13 +60,17 @@ def _resolve(schema: Any, defs: Mapping[str, Any]) -> Any:
 
 @dataclass(frozen=True)
 class StringPart:
-    """The strings a schema admits: any (``any``), else those of ``enum`` or matching a pattern."""
+    """The strings a schema admits: any (``any``; of at least ``min_length`` characters), else those of ``enum``
+    or matching a pattern."""
 
     any: bool = False
     enum: tuple[str, ...] = ()
     patterns: tuple[str, ...] = ()
+    min_length: int = 0
 
     def __or__(self, other: StringPart) -> StringPart:
+        if self.any and other.any:
+            return StringPart(any=True, min_length=min(self.min_length, other.min_length))
         if self.any or other.any:
             return _ANY_STRING
         return StringPart(False, tuple(dict.fromkeys(self.enum + other.enum)),
@@ -75,11 +79,22 @@ class StringPart:
 
 _ANY_STRING = StringPart(any=True)
 
+MAX_RAW_MIN_LENGTH = 256
+"""The largest ``minLength`` a raw string value's rule enforces (its units are repeated that many times in the
+grammar); a larger one is enforced up to this many characters."""
+
+
+def raw_min_length(s: Mapping[str, Any] | None) -> int:
+    """The ``minLength`` a raw string value's rule enforces for the string schema ``s`` (0: none)."""
+    n = s.get("minLength") if isinstance(s, Mapping) else None
+    return min(n, MAX_RAW_MIN_LENGTH) if isinstance(n, int) and not isinstance(n, bool) and n > 0 else 0
+
 
 def _string_part(s: Mapping[str, Any]) -> StringPart:
     if isinstance(s.get("pattern"), str):
         return StringPart(patterns=(s["pattern"],))
-    return _ANY_STRING
+    n = raw_min_length(s)
+    return StringPart(any=True, min_length=n) if n else _ANY_STRING
 
 
 def split_schema(schema: Any, defs: Mapping[str, Any], depth: int = 0) -> tuple[StringPart | None, Any]:
@@ -124,7 +139,7 @@ def split_schema(schema: Any, defs: Mapping[str, Any], depth: int = 0) -> tuple[
 
 def _raw_fmt(part: StringPart, close: str) -> Fmt:
     if part.any:
-        return regex(no_substring_regex(close))
+        return regex(no_substring_regex(close, part.min_length))
     for v in part.enum:
         if close in v:
             raise ValueError(f"enum value {v!r} contains the closing tag {close!r}")
@@ -144,7 +159,7 @@ def value_fmt(schema: Any, defs: Mapping[str, Any], style: ValueStyle, *, close:
     strings, other = split_schema(schema, defs)
     if strings is None and other is None:
         raise ValueError("a parameter schema admits no value")
-    if strings is not None and strings.any:
+    if strings is not None and strings.any and not strings.min_length:
         return _raw_fmt(strings, close)
     alts = [] if strings is None else [_raw_fmt(strings, close)]
     if other is not None:

@@ -1,0 +1,82 @@
+"""The raw-text rule of an XML / DSML string value (``tools/syntax.py``'s ``no_substring_regex``), checked on
+random strings against its definition: a value never holds its closing tag, and with ``minLength`` it holds at
+least that many characters; every value with no ``<`` among its first ``minLength`` characters is admitted (a
+``<`` there costs one more character, docs/limits.md). Then end to end: a strict tool's ``minLength`` holds in
+the XML and DSML grammars, where the readers would refuse a shorter value."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+import xgrammar as xgr
+
+from support import vocab
+
+from thinkgate.structured_output.compilation.compiler import Compiler
+from thinkgate.structured_output.compilation.schema_support import new_matcher
+from thinkgate.structured_output.tools import build_tool_constraint
+from thinkgate.structured_output.tools.syntax import no_substring_regex
+from thinkgate.testing.vocabularies import FORMAT_VOCABULARY
+
+_INFO = xgr.TokenizerInfo([bytes([b]) for b in range(256)] + [b"\xff\xfestop"], stop_token_ids=[256])
+_COMPILER = xgr.GrammarCompiler(_INFO, max_threads=1, cache_enabled=False)
+
+
+def _accepts(compiled: xgr.CompiledGrammar, text: str) -> bool:
+    """``text`` is accepted and may end there: the stop token's bit is set in the next mask (its text is private
+    bytes: xgrammar 0.2.9 also allows a stop token where its text would complete the output)."""
+    m = xgr.GrammarMatcher(compiled)
+    if not all(m.accept_token(b) for b in text.encode()):
+        return False
+    mask = xgr.allocate_token_bitmask(1, _INFO.vocab_size)
+    m.fill_next_token_bitmask(mask)
+    return bool((int(mask[0, 256 >> 5]) >> (256 & 31)) & 1)
+
+
+@pytest.mark.parametrize("forbidden", ["</p>", "<|\"|>", "</x>\n", "<"])
+@pytest.mark.parametrize("min_length", [0, 1, 3, 7])
+def test_raw_text_rule_on_random_strings(forbidden, min_length):
+    compiled = _COMPILER.compile_grammar(xgr.Grammar.from_regex(no_substring_regex(forbidden, min_length)))
+    alphabet = sorted(set(forbidden)) + ["a", " "]
+    seed = random.randrange(1 << 30)
+    rng = random.Random(seed)
+    for _ in range(400):
+        text = "".join(rng.choice(alphabet) for _ in range(rng.randrange(12)))
+        if rng.random() < 0.3:  # plant the forbidden text, or a piece of it
+            i = rng.randrange(len(text) + 1)
+            text = text[:i] + forbidden[:rng.randrange(1, len(forbidden) + 1)] + text[i:]
+        ok = _accepts(compiled, text)
+        valid = forbidden not in text and len(text) >= min_length
+        assert not ok or valid, (seed, text)  # never a value the reader would refuse
+        if valid and forbidden[0] not in text[:min_length]:
+            assert ok, (seed, text)
+
+
+_TOOL = [{"type": "function", "function": {"name": "note", "strict": True, "parameters": {
+    "type": "object", "properties": {"title": {"type": "string", "minLength": 3}},
+    "required": ["title"], "additionalProperties": False}}}]
+
+
+@pytest.mark.parametrize("fmt, opening, closing", [
+    ("qwen3_6", "<tool_call>\n<function=note>\n<parameter=title>\n", "\n</parameter>\n</function>\n</tool_call>"),
+    ("glm45", "<tool_call>note\n<arg_key>title</arg_key>\n<arg_value>", "</arg_value>\n</tool_call>"),
+    ("deepseek_v4", '<｜DSML｜tool_calls>\n<｜DSML｜invoke name="note">\n<｜DSML｜parameter name="title" string="true">',
+     "</｜DSML｜parameter>\n</｜DSML｜invoke>\n</｜DSML｜tool_calls>"),
+])
+def test_a_strict_tools_min_length_holds_in_raw_values(fmt, opening, closing):
+    v = vocab(FORMAT_VOCABULARY[fmt])
+    c = build_tool_constraint(_TOOL, "required", format=fmt, parallel_tool_calls=False, vocabulary=v)
+    comp = Compiler(v, num_threads=1)
+    try:
+        compiled = comp.compile(c)
+    finally:
+        comp.close()
+    stop = min(v.stop_token_ids)
+
+    def ends(value: str) -> bool:
+        m = new_matcher(compiled)
+        return all(m.accept_token(t) for t in v.encode(opening + value + closing)) and m.accept_token(stop)
+
+    assert ends("abc") and ends("a<b>c") and ends("a b c d")
+    assert not ends("ab") and not ends("") and not ends("<b")
