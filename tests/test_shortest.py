@@ -6,6 +6,7 @@ completion (accepted, then a stop token allowed) on a real vocabulary, from the 
 from __future__ import annotations
 
 import json
+import re
 import random
 
 import pytest
@@ -173,7 +174,6 @@ def test_real_vocabulary_completion_is_valid_from_every_prefix(qwen, i):
 
 
 def test_real_vocabulary_regexes(qwen):
-    import re
 
     vocab, comp, sh = qwen
     for rx in REGEXES:
@@ -219,3 +219,46 @@ def test_byte_tier_finds_the_shortest_text(qwen, schema, prefix, shortest):
     text = vocab.decode(found[:-1])
     json.loads(prefix + text)
     assert len(text.encode()) == shortest, text
+
+
+# Regexes whose way out of a free-text run is a byte no candidate names: the search tries, once per state, the
+# printable ASCII bytes that change the state (the shortest text by hand beside each).
+_REGEX_BY_HAND = [
+    (r"[a-z]+@[a-z]+\.(com|org)", "a@a.com"),
+    (r"[a-z]*Q", "Q"),
+    (r"x[^<]*<end>", "x<end>"),
+    (r"[A-Za-z_][A-Za-z0-9_]*=[0-9]+;", "A=0;"),
+]
+
+
+@pytest.mark.parametrize("rx, shortest", _REGEX_BY_HAND)
+def test_byte_tier_leaves_free_text_by_any_ascii_byte(qwen, rx, shortest):
+    vocab, comp, sh = qwen
+    compiled = comp.compile(Constraint.regex(rx))
+    m = new_matcher(compiled)
+    found = sh.find(m, sh.byte_matcher(compiled), 400)
+    assert found is not None, rx
+    _check_real(vocab, m, found)
+    text = vocab.decode(found[:-1])
+    assert re.fullmatch(rx, text)
+    assert len(text) == len(shortest), text
+
+
+def test_byte_tier_closes_raw_text_and_tells_two_raw_values_apart(qwen):
+    """A structural tag whose free-text values are ended by a literal (the XML formats' raw string parameters):
+    every byte is allowed inside, so the way out is the closer that follows in the tag, tried whole. The two
+    values' states have the same innermost parser items (one regex rule) and are told apart by the state their
+    rule started in (xgrammar shares the rule of ``raw`` then ``</``): merged, the second value would be lost.
+    Shortest text by hand: '<a></a>\\n<b></b>'."""
+    vocab, comp, sh = qwen
+    raw = {"type": "regex", "pattern": "[^<]*(<[^/<][^<]*)*"}
+    tag = {"type": "structural_tag", "format": {"type": "sequence", "elements": [
+        {"type": "const_string", "value": "<a>"}, raw, {"type": "const_string", "value": "</"},
+        {"type": "const_string", "value": "a>\n<b>"}, raw, {"type": "const_string", "value": "</"},
+        {"type": "const_string", "value": "b>"}]}}
+    compiled = comp.compile(Constraint.structural_tag(tag))
+    m = new_matcher(compiled)
+    found = sh.find(m, sh.byte_matcher(compiled), 400)
+    assert found is not None
+    _check_real(vocab, m, found)
+    assert vocab.decode(found[:-1]) == "<a></a>\n<b></b>"

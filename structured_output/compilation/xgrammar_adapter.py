@@ -43,6 +43,7 @@ import xgrammar as xgr
 
 from thinkgate.reasoning.vocabulary import Vocabulary
 
+from .closers import text_closers
 from .constraints import Constraint
 
 __all__ = ["GrammarBuilder", "build_tokenizer_info", "control_token_bytes", "xgrammar_message"]
@@ -158,6 +159,13 @@ class GrammarBuilder:
             return _fix_bounded_json_strings(grammar, constraint.spec)
 
         return named, build
+
+    def closers(self, constraint: Constraint) -> list[tuple[str | int, ...]]:
+        """For a structural tag: the literals that end its free text (:func:`.closers.text_closers`, token ids of
+        this vocabulary); none for other kinds."""
+        if constraint.kind != "structural_tag":
+            return []
+        return text_closers(self.resolve_structural_tag(json.loads(constraint.spec))[0])
 
     def resolve_structural_tag(self, tag: Any) -> tuple[dict[str, Any], bool]:
         """A copy of ``tag`` with every token named by text in a token-level format replaced by its

@@ -131,8 +131,9 @@ class Shortest:
             return copy
         tokens = self._builder.token_copy(constraint)
         check = constraint.schema_check
-        copy = (self._bytes.plain(compiled.grammar.grammar, check) if tokens is None  # type: ignore[attr-defined]
-                else self._bytes.with_tokens(*tokens, check))
+        closers = self._builder.closers(constraint)
+        copy = (self._bytes.plain(compiled.grammar.grammar, check, closers)  # type: ignore[attr-defined]
+                if tokens is None else self._bytes.with_tokens(*tokens, check, closers))
         self._copies[key] = copy
         while len(self._copies) > _COPIES:
             self._copies.popitem(last=False)

@@ -10,20 +10,27 @@ Method: a breadth-first search over token sequences, driven on the matcher itsel
 sequence after which a stop token is allowed (and the check passes) ends the search, so the first one
 found is the shortest among the sequences the search visits. Two cuts keep a level small:
 
-- *merging*: two sequences of the same length whose states have the same next-token row and the same
+- *merging*: two sequences of the same length whose states have the same next-token row, the same
   innermost parser items (xgrammar's ``_debug_print_internal_state``, rule start positions made
-  relative) are taken to have the same futures, and only the first is kept;
+  relative) and the same context (the state those items' rules started in, one level up: xgrammar shows
+  only the innermost items, so two parameters' raw values, one shared rule, look alike without it) are
+  taken to have the same futures, and only the first is kept;
 - *candidates*: from a state whose row allows at most ``expand_all`` tokens, every allowed token is
   tried; from a state that allows more (free text: inside a string, a regex's ``.*``), only the allowed
   tokens of a fixed candidate set (single bytes, and short tokens made only of punctuation and spaces;
   on the byte level: :data:`BYTE_CANDIDATES`), or the first ``fallback`` allowed tokens when none of the
   candidates is allowed, and at most ``beam`` sequences are kept per level;
 - *last resorts* (``last_resort``, the byte tier): from each state, the children that keep its row (one
-  more character of a string) and the whitespace-only ones are tried, together, only when no other child
-  goes on to a live state. Both are free moves that multiply a level's states (a string of every length, every
-  run of optional whitespace) and crowd the paths that close the output out of the beam; a state that
-  must take one (a ``minLength`` string, required whitespace) still does. Sequences sharing a prefix are
-  not re-accepted from the root: the matcher rolls back to the common prefix only.
+  more character of a string, optional whitespace) are tried only when no other child goes on to a live
+  state. They are free moves that multiply a level's states (a string of every length, every run of
+  optional whitespace) and crowd the paths that close the output out of the beam; a state that must
+  take one (a ``minLength`` string, required whitespace) still does. Before them, once per state (the
+  same state after a longer run of free text included), come two ways out of free text that no candidate
+  names: the printable ASCII bytes that change the row (:data:`BYTE_SWEEP`: the ``@`` of ``[a-z]+@``), and
+  the grammar's *closers*, the literals that follow its free text (``\\n</parameter>\\n<parameter=unit>\\n``
+  after an XML raw value, ``compilation/closers.py``), each accepted whole; a closer's state joins the level
+  of its length, ahead of the others there. Sequences sharing a prefix are not re-accepted from the root:
+  the matcher rolls back to the common prefix only.
 
 Guarantee: ``P`` is always a real completion (every token was accepted by the matcher, the stop token
 was allowed, the check passed), so ``len(P)`` is achievable: steering the output along ``P`` ends it in
@@ -50,7 +57,7 @@ import xgrammar as xgr
 from ..compilation.jsonws.bound import BoundedMatcher
 from ..compilation.schema_support import RecordingMatcher
 
-__all__ = ["ShortestCompletion", "ByteLevel", "ByteGrammar", "ByteCursor", "short_candidates"]
+__all__ = ["ShortestCompletion", "ByteLevel", "ByteGrammar", "ByteCursor", "closer_trie", "short_candidates"]
 
 _START = re.compile(rb"rule_start_pos=(\d+)")
 
@@ -60,9 +67,14 @@ this order: what closes a string, an object, an array or a call first, then the 
 Trying every allowed byte there costs a full expansion per byte, and the UTF-8 lead bytes, each its own partial
 character state, crowded the beam out of the states that close the output."""
 
-BYTE_MAX_TRIES = 300_000
+BYTE_MAX_TRIES = 1_000_000
 """Bytes a byte-level search tries (accepts included) before it gives up: seconds of search at most, far more
 than any completion the tests sweep needs, so that a grammar it cannot complete fails fast, not at the deadline."""
+
+BYTE_SWEEP = np.setdiff1d(np.arange(0x21, 0x7F), BYTE_CANDIDATES)
+"""The printable ASCII bytes outside :data:`BYTE_CANDIDATES`, tried once per state where nothing else goes on (the
+``@`` of an e-mail regex, the ``Q`` of ``[a-z]*Q``); only those that change the state's row are kept. UTF-8 lead
+bytes are left out: each opens a partial character that changes the row and would crowd the level."""
 
 BYTE_EXPAND_ALL = 16
 """Byte-level states allowing at most this many bytes (a number, a keyword, a small class) try every one."""
@@ -81,6 +93,20 @@ def short_candidates(token_bytes: Sequence[bytes], vocab_size: int, max_punct_le
     return np.asarray(out, dtype=np.int64)
 
 
+def closer_trie(closers: Iterable[Sequence[int]]) -> dict:
+    """Token-id sequences as a trie for :meth:`ShortestCompletion.find`: nested dicts keyed by token id, the key
+    ``None`` marking the end of a sequence."""
+    root: dict = {}
+    for seq in closers:
+        if not seq:
+            continue
+        node = root
+        for t in seq:
+            node = node.setdefault(int(t), {})
+        node[None] = True
+    return root
+
+
 class ShortestCompletion:
     """Finds shortest completions for one manager (built once with its vocabulary; owns a scratch row).
     Not thread-safe: the manager's thread only.
@@ -90,12 +116,14 @@ class ShortestCompletion:
     (:class:`~.schema_support.RecordingMatcher`), called with the stop token accepted."""
 
     __slots__ = ("_row", "_row_np", "_stops", "_cand", "expand_all", "beam", "fallback", "last_resort", "max_tries",
-                 "_vocabulary", "_blank", "_translate", "_tries")
+                 "_vocabulary", "_blank", "_translate", "_tries", "_closers", "_closed", "sweep", "_ids", "_base",
+                 "_later")
 
     def __init__(self, num_words: int, stop_ids: Container[int] | Sequence[int], candidates: np.ndarray,
                  vocabulary: object = None, *, expand_all: int = 256, beam: int = 48, fallback: int = 4,
                  last_resort: bool = False, token_bytes: Sequence[bytes] = (),
-                 translate: Callable[[int], int] | None = None, max_tries: int = 1 << 62) -> None:
+                 translate: Callable[[int], int] | None = None, max_tries: int = 1 << 62,
+                 sweep: np.ndarray | None = None) -> None:
         self._row = torch.zeros((1, num_words), dtype=torch.int32)
         self._row_np: np.ndarray = self._row.numpy()
         self._stops = tuple(sorted(stop_ids))
@@ -108,7 +136,14 @@ class ShortestCompletion:
         self.last_resort = last_resort
         self.max_tries = max_tries  # tokens tried per search before it gives up (None found)
         self._tries = max_tries
-        # whitespace-only tokens are tried last: optional filler that would crowd the beam otherwise
+        self._closers: dict = {}  # this search's closers (a trie, see ``find``)
+        self._closed: dict[bytes, bool] = {}  # the states whose closers and sweep were tried: whether a closer went on
+        self._ids: dict[int, int] = {}  # hash(path) -> its state's items, hashed (``_key``)
+        self._base = 0  # the history step of the search's root
+        self._later: dict[int, list[tuple[tuple[int, ...], bytes]]] = {}  # closer states by length, with keys
+        self.sweep = np.empty(0, dtype=np.int64) if sweep is None else sweep
+        # whitespace-only tokens are tried after the others; where they keep the row (optional filler that would
+        # crowd the beam otherwise) they are last resorts
         blank = np.zeros(num_words * 32, dtype=bool)
         for t, b in enumerate(token_bytes[:num_words * 32]):
             blank[t] = bool(b) and not b.strip(b" \t\r\n")
@@ -138,13 +173,42 @@ class ShortestCompletion:
         return m.check.problem_of_tokens(self._vocabulary, [*m.tokens, stop], frozenset(self._stops)) is None
 
     @staticmethod
-    def _key(m: xgr.GrammarMatcher, row: np.ndarray) -> bytes:
+    def _steps(text: bytes) -> int:
+        mo = re.search(rb"(\d+) steps", text)
+        return int(mo.group(1)) if mo else 0
+
+    def _key(self, m: xgr.GrammarMatcher, row: np.ndarray, path: tuple[int, ...]) -> bytes:
+        """The merge key of the state ``m`` is at, reached by ``path`` from the search's root: its row, its innermost
+        parser items (rule start positions made relative), and the items of the state those rules started in.
+        xgrammar shows only the innermost items: the raw values of two parameters, or the same rule nested at two
+        places, look alike there and differ in that context. Records the state's items for ``path``."""
+        state, ctx = self._state(m, path, relative=True)
+        self._ids[hash(path)] = hash(state)  # one level of context: iterations of a loop still merge
+        return row.tobytes() + hash((state, ctx)).to_bytes(8, "little", signed=True)
+
+    def _state(self, m: xgr.GrammarMatcher, path: tuple[int, ...], relative: bool) -> tuple[bytes, int]:
+        """``m``'s innermost parser items (rule start positions relative to this state, or left out: the same items
+        after a longer run of free text) and the identity of the state their rules started in (``_key``)."""
         text = m._debug_print_internal_state().encode()
         head, _, state = text.partition(b"Last step:")
-        steps = int(re.search(rb"(\d+)", head).group(1)) if re.search(rb"(\d+)", head) else 0
-        # rule start positions are absolute (history steps): make them relative to this state
-        state = _START.sub(lambda mo: b"r%d" % (steps - int(mo.group(1))), state)
-        return row.tobytes() + state
+        steps = self._steps(head)
+        starts = [int(x) for x in _START.findall(state)]
+        state = _START.sub((lambda mo: b"r%d" % (steps - int(mo.group(1)))) if relative else b"r", state)
+        first = min((x for x in starts if x >= 0), default=-1)
+        j = first - self._base  # the length of the path prefix whose state the rules started in
+        return state, (self._ident(path, j) if j >= 0 else 0)
+
+    def _ident(self, path: tuple[int, ...], j: int) -> int:
+        """The state after ``path[:j]``, hashed: the items of its longest recorded proper prefix (``_key``; states
+        inside a closer are not recorded) with the tokens after it."""
+        j = min(j, len(path))
+        if j <= 0:
+            return 0
+        ids = self._ids
+        k = j - 1  # the state before the step the rules started at, and the token taken there: the same for a
+        while k > 0 and hash(path[:k]) not in ids:  # state whether or not it is recorded yet
+            k -= 1
+        return hash((ids.get(hash(path[:k]), 0), path[k:j]))
 
     def _children(self, row: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The tokens to try after a state with ``row``: (non-blank, whitespace-only)."""
@@ -177,10 +241,15 @@ class ShortestCompletion:
                 m.rollback(accepted)
 
     # -- the search --------------------------------------------------------------------------------
-    def find(self, m: xgr.GrammarMatcher, max_len: int) -> list[int] | None:
+    def find(self, m: xgr.GrammarMatcher, max_len: int, closers: Mapping | None = None) -> list[int] | None:
         """A shortest completion from ``m``'s state (see the module docstring), at most ``max_len``
         tokens with its stop token; None when none was found. ``m`` ends where it started, also when
-        an exception is raised. A terminated matcher needs nothing: ``[]``."""
+        an exception is raised. A terminated matcher needs nothing: ``[]``.
+
+        ``closers`` (with ``last_resort``): the grammar's literals that end its free text, as a trie of token ids
+        (:func:`closer_trie`). Where a state's candidates all keep it in free text, each closer it accepts whole is
+        tried as one move (once per state): inside raw text every byte is allowed, so no row tells which byte
+        begins the way out (``\\n</parameter>``), and single bytes would not find it."""
         if m.is_terminated():
             return []
         if max_len <= 0:
@@ -191,18 +260,26 @@ class ShortestCompletion:
         if stop is not None and self._passes(m, stop):
             return [stop]
         self._tries = self.max_tries
+        self._closers = closers or {}
+        self._closed = {}
+        self._ids = {hash(()): 0}
+        self._base = self._steps(m._debug_print_internal_state().encode()) - 1
+        self._later = {}
         level: list[tuple[int, ...]] = [()]
         at: list[tuple[int, ...]] = [()]  # the sequence ``m`` is advanced by (shared prefixes are not re-accepted)
         try:
             for depth in range(1, max_len):  # sequences of `depth` tokens, then their stop token
                 nxt: list[tuple[int, ...]] = []
-                seen: set[bytes] = set()  # per level: the key shows the innermost items only
+                seen: set[bytes] = set()  # per level: keys (``_key``) of the states kept
                 for path in level:
                     self._move(m, at, path)
                     found = self._expand(m, path, root, nxt, seen, stops)
                     if found is not None:
                         return found
-                if not nxt or self._tries < 0:  # nothing left, or past its budget of tries
+                ahead = [path for path, key in self._later.pop(depth, ()) if key not in seen and not seen.add(key)]
+                if ahead:  # a closer's state leads its level: the beam keeps what follows it first
+                    nxt[:0] = ahead
+                if (not nxt and not self._later) or self._tries < 0:  # nothing left, or past its budget of tries
                     return None
                 level = nxt
             return None
@@ -240,11 +317,88 @@ class ShortestCompletion:
         if not self.last_resort:
             return self._try(m, path, np.concatenate([main, blank]), nxt, seen, stops, None, None)[0]
         loops: list[int] = []
-        found, went_on = self._try(m, path, main, nxt, seen, stops, row, loops)
+        # whitespace that changes the row is a way on (`` to=functions.f`` in harmony's header); whitespace that
+        # keeps it (optional whitespace in JSON, a newline in raw text) is a loop
+        found, went_on = self._try(m, path, np.concatenate([main, blank]), nxt, seen, stops, row, loops)
         if found is not None or went_on:
             return found
-        return self._try(m, path, np.concatenate([np.asarray(loops, dtype=np.int64), blank]), nxt, seen, stops,
-                         None, None)[0]
+        if (self._closers or self.sweep.size) and row.any():
+            found, went_on = self._close(m, path, row, nxt, seen, stops)
+            if found is not None or went_on:
+                return found
+        return self._try(m, path, np.asarray(loops, dtype=np.int64), nxt, seen, stops, None, None)[0]
+
+    def _close(self, m: xgr.GrammarMatcher, path: tuple[int, ...], row: np.ndarray, nxt: list[tuple[int, ...]],
+               seen: set[bytes], stops: frozenset[int]) -> tuple[list[int] | None, bool]:
+        """The ``sweep`` tokens ``m`` allows from ``path``'s state that change its row (``[a-z]*@``: the ``@`` no
+        candidate names), each a new state in ``nxt``, then the closers (``find``) it accepts whole, each a state of
+        the level of its length (``_later``), past the beam both (there are few): (a completion or None, whether
+        any went on). Tried once per state of a search, the same state after a longer run of free text included
+        (whether they went on is kept: where they did, that longer run is no shorter a way out). ``m`` ends where
+        it started."""
+        state, ctx = self._state(m, path, relative=False)
+        key = row.tobytes() + state + ctx.to_bytes(8, "little", signed=True)
+        if key in self._closed:  # tried from this state after a shorter run of free text
+            return None, self._closed[key]
+        went_on = False
+        items: list[int] = []
+        bits = np.unpackbits(row.view(np.uint8), bitorder="little")
+        sweep = self.sweep[bits[self.sweep] != 0] if self.sweep.size else self.sweep
+        self._tries -= len(sweep)
+        for t in sweep.tolist():
+            if not m.accept_token(t):
+                continue
+            try:
+                r = self._fill(m)
+                if not r.any() or np.array_equal(r, row):
+                    continue  # a dead end, or a loop (the candidates' tier has those)
+                stop = self._stop_allowed(r)
+                if stop is not None and self._passes(m, stop):
+                    return [*path, t, stop], True
+                went_on = True
+                k = self._key(m, r, (*path, t))
+                if k not in seen:
+                    seen.add(k)
+                    nxt.append((*path, t))
+            finally:
+                m.rollback(1)
+
+        went = False
+
+        def walk(node: Mapping) -> list[int] | None:
+            nonlocal went
+            for t, child in node.items():
+                if t is None:
+                    continue
+                self._tries -= 1
+                if t in stops or not m.accept_token(t):
+                    continue
+                items.append(t)
+                try:
+                    if None in child:  # a closer ends here
+                        r = self._fill(m)
+                        if r.any():
+                            stop = self._stop_allowed(r)
+                            if stop is not None and self._passes(m, stop):
+                                return [*path, *items, stop]
+                            went = True
+                            k = self._key(m, r, (*path, *items))
+                            # its level is its length: it joins the states of that many tokens (``find``)
+                            self._later.setdefault(len(path) + len(items), []).append(((*path, *items), k))
+                    if len(child) > (None in child):
+                        found = walk(child)
+                        if found is not None:
+                            return found
+                finally:
+                    items.pop()
+                    m.rollback(1)
+            return None
+
+        found = walk(self._closers)
+        # where a closer went on, a longer run of the same free text is no shorter a way out; where none did, the
+        # run goes on (the same items may count a repetition, ``minLength``, which they do not show)
+        self._closed[key] = went
+        return (found, True) if found is not None else (None, went_on or went)
 
     def _try(self, m: xgr.GrammarMatcher, path: tuple[int, ...], children: np.ndarray, nxt: list[tuple[int, ...]],
              seen: set[bytes], stops: frozenset[int], parent: np.ndarray | None,
@@ -271,7 +425,7 @@ class ShortestCompletion:
                 went_on = True
                 if len(nxt) >= self.beam:
                     continue
-                key = self._key(m, row)
+                key = self._key(m, row, (*path, t))
                 if key in seen:
                     continue
                 seen.add(key)
@@ -290,15 +444,16 @@ class ByteGrammar:
     grammar, the search over it, and the model tokens its token-level formats name, each one token of the
     copy's vocabulary (``to_model``: copy id -> model id; ``from_model``: the reverse)."""
 
-    __slots__ = ("compiled", "search", "to_model", "from_model", "check")
+    __slots__ = ("compiled", "search", "to_model", "from_model", "check", "closers")
 
     def __init__(self, compiled: xgr.CompiledGrammar, search: ShortestCompletion, to_model: dict[int, int],
-                 check: object = None) -> None:
+                 check: object = None, closers: dict | None = None) -> None:
         self.compiled = compiled
         self.search = search
         self.to_model = to_model
         self.from_model = {m: b for b, m in to_model.items()}
         self.check = check  # the constraint's output check (checked where the search may end), or None
+        self.closers = closers or {}  # the literals that end its free text, as copy ids (:func:`closer_trie`)
 
     def cursor(self) -> "ByteCursor":
         """A matcher of the copy at the grammar's start."""
@@ -336,6 +491,27 @@ class ByteCursor:
         return True
 
 
+Closers = Iterable[Sequence["str | int"]]
+
+
+def _closer_items(closers: Closers, ids: Mapping[int, int]) -> dict:
+    """Closers (pieces: text, or a model token id) as a trie of a copy's ids: text as its UTF-8 bytes, a model
+    token as ``ids[token]``; a closer naming a token the copy lacks is left out."""
+    seqs = []
+    for closer in closers:
+        seq: list[int] = []
+        for piece in closer:
+            if isinstance(piece, str):
+                seq.extend(piece.encode())
+            elif piece in ids:
+                seq.append(ids[piece])
+            else:
+                break
+        else:
+            seqs.append(seq)
+    return closer_trie(seqs)
+
+
 class ByteLevel:
     """The byte-level copies of a model's grammars, for :class:`ShortestCompletion` on a large vocabulary
     (built once per search process; its compilers are xgrammar's, on a vocabulary of the 256 bytes and one
@@ -357,7 +533,9 @@ class ByteLevel:
     def __init__(self, vocabulary: Any, num_words: int, *, beam: int = 48) -> None:
         token_bytes, vocab_size = vocabulary.token_bytes, vocabulary.vocab_size
         specials = vocabulary.special_token_ids
-        info = xgr.TokenizerInfo([bytes([b]) for b in range(256)] + [b"</s>"], stop_token_ids=[self.STOP])
+        # the stop token's text is private bytes, which no text rule matches: xgrammar 0.2.9 also allows a stop
+        # token where its text (``</s>``) would complete the output (``[^a]+`` from its start)
+        info = xgr.TokenizerInfo([bytes([b]) for b in range(256)] + [b"\xff\xfestop"], stop_token_ids=[self.STOP])
         self._compiler = xgr.GrammarCompiler(info, max_threads=1, cache_enabled=False)
         self._vocabulary = vocabulary
         self._beam = beam
@@ -380,14 +558,16 @@ class ByteLevel:
         cand = np.concatenate([BYTE_CANDIDATES, np.asarray(extra, dtype=np.int64)])
         return ShortestCompletion(num_words, stops, cand, self._vocabulary, expand_all=BYTE_EXPAND_ALL,
                                   beam=self._beam, last_resort=True, token_bytes=pieces, translate=translate,
-                                  max_tries=BYTE_MAX_TRIES)
+                                  max_tries=BYTE_MAX_TRIES, sweep=BYTE_SWEEP)
 
-    def plain(self, grammar: xgr.Grammar, check: object = None) -> ByteGrammar:
-        """The copy of a grammar that names no model token (``check``: its output check, or None)."""
-        return ByteGrammar(self._compiler.compile_grammar(grammar), self._search, {}, check)
+    def plain(self, grammar: xgr.Grammar, check: object = None, closers: Closers = ()) -> ByteGrammar:
+        """The copy of a grammar that names no model token (``check``: its output check, or None; ``closers``: the
+        literals that end its free text, ``GrammarBuilder.closers``)."""
+        return ByteGrammar(self._compiler.compile_grammar(grammar), self._search, {}, check,
+                           _closer_items(closers, {}))
 
     def with_tokens(self, named: Iterable[int], build: Callable[[Mapping[int, int]], xgr.Grammar],
-                    check: object = None) -> ByteGrammar:
+                    check: object = None, closers: Closers = ()) -> ByteGrammar:
         """The copy of a grammar whose token-level formats name the model tokens ``named``: ``build(ids)`` makes
         it with every model token id ``t`` it names replaced by ``ids[t]``, that token's id in the copy."""
         from ..compilation.xgrammar_adapter import control_token_bytes
@@ -409,11 +589,11 @@ class ByteLevel:
 
         search = self._new_search((len(pieces) + 31) // 32, stops, pieces,
                                   [ids[t] for t in model_ids if ids[t] not in stops], translate)
-        return ByteGrammar(compiled, search, to_model, check)
+        return ByteGrammar(compiled, search, to_model, check, _closer_items(closers, ids))
 
     def shortest(self, cursor: ByteCursor, max_len: int) -> list[int] | None:
         """A short completion from ``cursor``'s state: the copy's token ids, its stop token left out."""
-        path = cursor.grammar.search.find(cursor.matcher, max_len)
+        path = cursor.grammar.search.find(cursor.matcher, max_len, cursor.grammar.closers)
         return None if path is None else path[:-1]
 
     def _spell(self, text: bytes) -> tuple[list[int] | None, list[int] | None]:
