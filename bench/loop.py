@@ -86,6 +86,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "checked by the reservation (default: none)")
     p.add_argument("--reserve-forward-us", type=int, default=0, metavar="US",
                    help="--max-tokens: untimed stand-in forward (a sleep) between steps (default: 0)")
+    p.add_argument("--reserve-tool-formats", default=None, metavar="all|F,G",
+                   help="instead of the loop: the reservation's start search for tool_choice required / named on "
+                        "each tool format, read back by the format's reader (bench/reserve_tools.py)")
     p.add_argument("--out", default=None, help="JSON-lines file to append to (default: bench-results/loop.jsonl)")
     p.add_argument("--plot", default=str(RESULTS_DIR / "loop.png"),
                    help="PNG of the sweep when matplotlib is installed ('' to skip)")
@@ -153,6 +156,10 @@ def main(args: argparse.Namespace) -> int:
         from .reserve import run as run_reserve
 
         return run_reserve(args)
+    if args.reserve_tool_formats is not None:
+        from .reserve_tools import run as run_reserve_tools
+
+        return run_reserve_tools(args)
     import torch
     import xgrammar as xgr
 

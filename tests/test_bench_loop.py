@@ -88,3 +88,17 @@ def test_loop_max_tokens_tiny(tmp_path, capsys):
     assert rc == 0, text
     m = re.search(r"without reservation: (\d+) cut, (\d+) invalid of (\d+); with it: (\d+) cut, (\d+) invalid", text)
     assert m and int(m[1]) + int(m[2]) > 0 and m[4] == "0" and m[5] == "0", text
+
+
+@pytest.mark.slow
+def test_loop_reserve_tool_formats(tmp_path, capsys):
+    """``--reserve-tool-formats``: the start completion of a JSON, an XML, a DSML and a harmony format (whose
+    constraint covers the thinking) reads back as one valid call; the table has every case."""
+    out = tmp_path / "tools.jsonl"
+    rc = main(["loop", "--reserve-tool-formats", "hermes,qwen3_6,deepseek_v4,openai", "--out", str(out)])
+    text = capsys.readouterr().out
+    assert rc == 0, text
+    rows = read_rows(out, "reserve_tools", ["format", "tools", "choice", "read"])
+    assert len(rows) == 16
+    assert all(r["read"] == "ok" for r in rows if r["tools"] == "raw"), rows
+    assert "raw tool sets failing: 0" in text

@@ -1,0 +1,114 @@
+"""``python -m bench loop --reserve-tool-formats all|F,G``: the reservation's start search on every tool format.
+
+For each tool format (on the vocabulary its tests use, ``thinkgate.testing.vocabularies.format_vocabulary``) and
+two tool sets (``raw``: string parameters without bounds, two of them in a row; ``bounded``: ``minLength`` /
+``maxLength`` strings), with ``tool_choice`` ``"required"`` and named: the constraint is built with
+``key_order="schema"`` (what the reservation takes), and the search process's code (``Shortest.complete``, run in
+this process) finds the shortest completion from the grammar's start: the answer a reservation forces when the
+thinking runs out. Printed per case: the search's time, the completion's tokens, and whether the format's own
+reader reads exactly one call whose arguments validate against its tool's schema (``ok``), else what it read.
+Exit status 1 when a ``raw`` case is not found or not read back valid (a ``bounded`` one may fail where the
+format's grammar does not enforce ``minLength``, docs/limits.md).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from typing import Any
+
+from .harness import print_table, progress, write_rows
+
+_RAW = [
+    {"type": "function", "function": {"name": "get_weather", "strict": True, "parameters": {
+        "type": "object", "properties": {"city": {"type": "string"}, "unit": {"enum": ["celsius", "fahrenheit"]}},
+        "required": ["city", "unit"], "additionalProperties": False}}},
+    {"type": "function", "function": {"name": "add_todo", "strict": True, "parameters": {
+        "type": "object", "properties": {"title": {"type": "string"}, "note": {"type": "string"},
+                                         "priority": {"type": "integer", "minimum": 1, "maximum": 5}},
+        "required": ["title", "note", "priority"], "additionalProperties": False}}},
+]
+_BOUNDED = [
+    {"type": "function", "function": {"name": "get_weather", "strict": True, "parameters": {
+        "type": "object", "properties": {"city": {"type": "string", "maxLength": 30},
+                                         "unit": {"enum": ["celsius", "fahrenheit"]}},
+        "required": ["city", "unit"], "additionalProperties": False}}},
+    {"type": "function", "function": {"name": "add_todo", "strict": True, "parameters": {
+        "type": "object", "properties": {"title": {"type": "string", "minLength": 3},
+                                         "priority": {"type": "integer", "minimum": 1, "maximum": 5}},
+        "required": ["title", "priority"], "additionalProperties": False}}},
+]
+TOOL_SETS = {"raw": _RAW, "bounded": _BOUNDED}
+COLUMNS = ["format", "tools", "choice", "ms", "tokens", "read"]
+
+
+def _read(fmt: str, tools: list, choice: Any, vocab: Any, tokens: list[int]) -> str:
+    import jsonschema
+
+    from thinkgate.structured_output.tools import get_tool_reader
+
+    reader = get_tool_reader(fmt, tools, choice, parallel_tool_calls=False, vocabulary=vocab)
+    text = vocab.decode([t for t in tokens if t not in vocab.stop_token_ids])
+    calls = list(reader.read(text).calls)
+    if len(calls) != 1:
+        return f"{len(calls)} calls: {text[:60]!r}"
+    schema = {t["function"]["name"]: t["function"]["parameters"] for t in tools}[calls[0].name]
+    try:
+        jsonschema.validate(json.loads(calls[0].arguments), schema)
+    except jsonschema.ValidationError as e:
+        return f"invalid ({e.message[:50]})"
+    return "ok"
+
+
+def run(args: argparse.Namespace) -> int:
+    from thinkgate.structured_output.compilation.compiler import Compiler
+    from thinkgate.structured_output.step.reserve import Shortest
+    from thinkgate.structured_output.tools import build_tool_constraint, list_tool_formats
+    from thinkgate.testing.vocabularies import format_vocabulary
+
+    spec = args.reserve_tool_formats
+    formats = list_tool_formats() if spec == "all" else [f for f in spec.split(",") if f]
+    per_vocab: dict[str, tuple[Any, Any]] = {}
+    rows: list[dict[str, Any]] = []
+    failed = 0
+    try:
+        for fmt in formats:
+            vocab = format_vocabulary(fmt)
+            if vocab.name not in per_vocab:
+                per_vocab[vocab.name] = (Compiler(vocab, num_threads=1), Shortest(vocab))
+            comp, shortest = per_vocab[vocab.name]
+            progress(f"  {fmt} ({vocab.name})")
+            for set_name, tools in TOOL_SETS.items():
+                for choice_name in ("required", "add_todo"):
+                    choice: Any = ("required" if choice_name == "required"
+                                   else {"type": "function", "function": {"name": choice_name}})
+                    row: dict[str, Any] = {"format": fmt, "tools": set_name, "choice": choice_name}
+                    try:
+                        c = build_tool_constraint(tools, choice, format=fmt, parallel_tool_calls=False,
+                                                  vocabulary=vocab, key_order="schema")
+                        compiled = comp.compile(c)
+                        t0 = time.perf_counter()
+                        found = shortest.complete(compiled, (), 400)
+                        row["ms"] = round((time.perf_counter() - t0) * 1e3, 1)
+                    except ValueError as e:
+                        row["read"] = f"error: {str(e)[:60]}"
+                        rows.append(row)
+                        failed += set_name == "raw"
+                        continue
+                    if not found:
+                        row["read"] = "not found"
+                    else:
+                        row["tokens"] = len(found)
+                        row["read"] = _read(fmt, tools, choice, vocab, found)
+                    failed += set_name == "raw" and row["read"] != "ok"
+                    rows.append(row)
+    finally:
+        for comp, _ in per_vocab.values():
+            comp.close()
+    print_table(rows, COLUMNS)
+    ok = sum(r.get("read") == "ok" for r in rows)
+    print(f"\n{ok} of {len(rows)} start completions read back as one valid call; raw tool sets failing: {failed}")
+    if not getattr(args, "no_write", False):
+        write_rows("reserve_tools", rows, args.out)
+    return 1 if failed else 0
