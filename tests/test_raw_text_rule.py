@@ -1,11 +1,14 @@
-"""The raw-text rule of an XML / DSML string value (``tools/syntax.py``'s ``no_substring_regex``), checked on
-random strings against its definition: a value never holds its closing tag, and with ``minLength`` it holds at
-least that many characters; every value with no ``<`` among its first ``minLength`` characters is admitted (a
-``<`` there costs one more character, docs/limits.md). Then end to end: a strict tool's ``minLength`` holds in
-the XML and DSML grammars, where the readers would refuse a shorter value."""
+"""String length bounds in the tool grammars. The raw-text rule of an XML / DSML / Gemma string value
+(``tools/syntax.py``'s ``no_substring_regex``), checked on random strings against its definition: a value never
+holds its closing tag, and with ``minLength`` it holds at least that many characters; every value with no ``<``
+among its first ``minLength`` characters is admitted (a ``<`` there costs one more character, docs/limits.md).
+Python-quoted strings (``py_values.quoted``) against Python's own ``repr``. Then end to end: a strict tool's
+``minLength`` holds in the grammars of the formats that write strings raw or quoted, where the readers would
+refuse a shorter value."""
 
 from __future__ import annotations
 
+import json
 import random
 
 import pytest
@@ -16,6 +19,7 @@ from support import vocab
 from thinkgate.structured_output.compilation.compiler import Compiler
 from thinkgate.structured_output.compilation.schema_support import new_matcher
 from thinkgate.structured_output.tools import build_tool_constraint
+from thinkgate.structured_output.tools.py_values import quoted
 from thinkgate.structured_output.tools.syntax import no_substring_regex
 from thinkgate.testing.vocabularies import FORMAT_VOCABULARY
 
@@ -80,3 +84,53 @@ def test_a_strict_tools_min_length_holds_in_raw_values(fmt, opening, closing):
 
     assert ends("abc") and ends("a<b>c") and ends("a b c d")
     assert not ends("ab") and not ends("") and not ends("<b")
+
+
+@pytest.mark.parametrize("bounds", [(0, None), (1, None), (3, 3), (2, 6)])
+def test_python_quoted_strings_count_characters_as_python_reads_them(bounds):
+    """``py_values.quoted``: a string's ``repr`` (escapes included, each one character) is admitted exactly when
+    its length is within the bounds."""
+    lo, hi = bounds
+    for quote in ("'", '"'):
+        compiled = _COMPILER.compile_grammar(xgr.Grammar.from_regex(quoted(quote, lo, hi)))
+        seed = random.randrange(1 << 30)
+        rng = random.Random(seed)
+        for _ in range(300):
+            s = "".join(rng.choice("ab \n\\'\"é\t") for _ in range(rng.randrange(9)))
+            text = repr(s)
+            if text[0] != quote:
+                continue
+            assert _accepts(compiled, text) == (lo <= len(s) and (hi is None or len(s) <= hi)), (seed, text)
+
+
+_BOUNDED = [{"type": "function", "function": {"name": "note", "strict": True, "parameters": {
+    "type": "object", "properties": {"title": {"type": "string", "minLength": 3, "maxLength": 8},
+                                     "n": {"type": "integer"}},
+    "required": ["title", "n"], "additionalProperties": False}}}]
+
+
+@pytest.mark.parametrize("fmt", ["pythonic", "olmo3", "gemma4", "functiongemma", "kimi_k3", "minimax_m3", "glm47",
+                                 "qwen3_coder", "gigachat35"])
+def test_the_shortest_call_a_grammar_admits_keeps_min_length(fmt):
+    """The shortest output the search finds (the reservation's forced answer, an upper bound of the shortest the
+    grammar admits) holds a title of at least minLength characters, and the format's reader takes it: the grammar
+    refuses a shorter string (the search would find the empty one otherwise)."""
+    import jsonschema
+
+    from thinkgate.structured_output.step.reserve import Shortest
+    from thinkgate.structured_output.tools import get_tool_reader
+
+    v = vocab(FORMAT_VOCABULARY[fmt])
+    c = build_tool_constraint(_BOUNDED, "required", format=fmt, parallel_tool_calls=False, vocabulary=v,
+                              key_order="schema")
+    comp = Compiler(v, num_threads=1)
+    try:
+        found = Shortest(v).complete(comp.compile(c), (), 400)
+    finally:
+        comp.close()
+    assert found
+    text = v.decode([t for t in found if t not in v.stop_token_ids])
+    calls = get_tool_reader(fmt, _BOUNDED, "required", parallel_tool_calls=False, vocabulary=v).read(text).calls
+    assert len(calls) == 1, text
+    args = json.loads(calls[0].arguments)
+    jsonschema.validate(args, _BOUNDED[0]["function"]["parameters"])  # 3 to 8 characters

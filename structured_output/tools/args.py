@@ -445,7 +445,7 @@ class GemmaArgs(ArgsSyntax):
         if sub is not None and isinstance(sub.get("pattern"), str):
             body = regex(sub["pattern"])
         else:
-            body = regex(no_substring_regex(self.quote))
+            body = regex(no_substring_regex(self.quote, raw_min_length(sub)))
         return seq(lit(self.quote), body, lit(self.quote))
 
     def _literal(self, v: Any, lit: LiteralText, order: KeyOrder) -> Fmt:

@@ -55,7 +55,7 @@ from .marked import MAX_ARGUMENT_DEPTH, MarkedText
 from .order import Member, members_any_order, members_in_orders
 from .request import ToolSpec
 from .syntax import Fmt, LiteralText, _rx, const, json_fmt, or_, regex, seq, star
-from .xml_values import _json_type_ok, read_value, split_schema
+from .xml_values import _json_type_ok, raw_min_length, read_value, split_schema
 
 __all__ = ["ElementArgs", "FREE_NAME", "ANY_DEPTH"]
 
@@ -220,7 +220,10 @@ class ElementArgs(ArgsSyntax):
             t = ("object" if "properties" in s or "additionalProperties" in s else "array" if "items" in s
                  else None)
         if t == "string":
-            return regex(s["pattern"]) if isinstance(s.get("pattern"), str) else regex(ANY_TEXT)
+            if isinstance(s.get("pattern"), str):
+                return regex(s["pattern"])
+            n = raw_min_length(s)
+            return regex(rf"[\s\S]{{{n}}}{ANY_TEXT}" if n else ANY_TEXT)  # minLength: characters, as the reader counts
         if t in ("integer", "number"):
             return json_fmt({k: v for k, v in s.items() if k in _NUMBER_KEYS}, max_whitespace=None)
         if t == "boolean":

@@ -58,8 +58,34 @@ _NUMERIC_KEYS = ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "
 # Python string literals without a prefix, on one line: a character other than the quote, the backslash
 # and line breaks, or an escape (\\ \' \" \n \r \t \0 \a \b \f \v, \xhh, \uhhhh, \Uhhhhhhhh)
 _ESCAPE = r"\\([\\'\"nrt0abfv]|x[0-9a-fA-F]{2}|u[0-9a-fA-F]{4}|U[0-9a-fA-F]{8})"
-SINGLE_QUOTED = "'([^'\\\\\\n\\r]|" + _ESCAPE + ")*'"
-DOUBLE_QUOTED = '"([^"\\\\\\n\\r]|' + _ESCAPE + ')*"'
+MAX_STRING_BOUND = 256
+"""The largest ``minLength`` / ``maxLength`` a quoted string's rule enforces (a larger ``minLength`` is enforced up
+to this many characters; a larger ``maxLength`` is not enforced)."""
+
+
+def quoted(quote: str, min_length: int = 0, max_length: int | None = None) -> str:
+    """A regex for a Python string literal in ``quote`` of ``min_length`` to ``max_length`` characters (each
+    escape is one character, as Python reads it)."""
+    unit = f"([^{quote}\\\\\\n\\r]|{_ESCAPE})"
+    if not min_length and max_length is None:
+        return f"{quote}{unit}*{quote}"
+    if max_length is None:
+        return f"{quote}{unit}{{{min_length}}}{unit}*{quote}"
+    return f"{quote}{unit}{{{min_length},{max_length}}}{quote}"
+
+
+SINGLE_QUOTED = quoted("'")
+DOUBLE_QUOTED = quoted('"')
+
+
+def _length_bounds(s: Mapping[str, Any] | None) -> tuple[int, int | None]:
+    """The ``(minLength, maxLength)`` of a string schema that a quoted string's rule enforces."""
+    if not isinstance(s, Mapping):
+        return 0, None
+    lo, hi = s.get("minLength"), s.get("maxLength")
+    lo = min(lo, MAX_STRING_BOUND) if isinstance(lo, int) and not isinstance(lo, bool) and lo > 0 else 0
+    hi = hi if isinstance(hi, int) and not isinstance(hi, bool) and lo <= hi <= MAX_STRING_BOUND else None
+    return lo, hi
 
 
 @dataclass(frozen=True)
@@ -72,10 +98,13 @@ class PyArgsGrammar:
     """The cap on consecutive whitespace inside a JSON-written value (Olmo 3's arrays and objects)."""
 
     # -- literals
-    def _string(self) -> Fmt:
+    def _string(self, s: Mapping[str, Any] | None = None) -> Fmt:
+        """A string (``s``: its schema, whose ``minLength`` / ``maxLength`` are enforced up to
+        :data:`MAX_STRING_BOUND`)."""
+        lo, hi = _length_bounds(s)
         if self.style == "olmo":
-            return regex(SINGLE_QUOTED)
-        return or_(regex(SINGLE_QUOTED), regex(DOUBLE_QUOTED))
+            return regex(quoted("'", lo, hi))
+        return or_(regex(quoted("'", lo, hi)), regex(quoted('"', lo, hi)))
 
     def _words(self) -> tuple[str, str, str]:
         return ("true", "false", "null") if self.style == "olmo" else ("True", "False", "None")
@@ -153,7 +182,7 @@ class PyArgsGrammar:
         if t == "null":
             return const(nw)
         if t == "string":
-            return self._string()
+            return self._string(s)
         if t in ("array", "object"):
             if self.style == "olmo":  # tojson
                 return json_fmt({**s, "type": t, **_defs_of(defs)}, max_whitespace=self.max_whitespace)

@@ -39,6 +39,7 @@ from .dsml import DsmlArgs, split_string_schema
 from .marked import MarkedText
 from .request import ToolSpec
 from .syntax import Fmt, LiteralText, const, json_fmt, no_substring_regex, or_, regex, seq, star
+from .xml_values import raw_min_length
 
 __all__ = ["XtmlArgs", "split_by_type", "escape_attr", "unescape_attr", "read_attributes", "XTML_TYPES"]
 
@@ -171,8 +172,8 @@ class XtmlArgs(DsmlArgs):
         pre, post = self.param_begin.split("{key}")
         return seq(lit(pre), key, lit(post.replace("{type}", type_name)))
 
-    def _free_raw(self) -> Fmt:
-        return regex(no_substring_regex(self.stop))
+    def _free_raw(self, min_length: int = 0) -> Fmt:
+        return regex(no_substring_regex(self.stop, min_length))
 
     def _raw_value(self, sub: Mapping[str, Any] | None) -> Fmt:
         if sub is not None:
@@ -184,7 +185,7 @@ class XtmlArgs(DsmlArgs):
                 return or_(*[const(v) for v in values])
             if isinstance(sub.get("pattern"), str):
                 return regex(sub["pattern"])
-        return self._free_raw()
+        return self._free_raw(raw_min_length(sub))
 
     def _json(self, schema: Any, defs: Mapping[str, Any], ws: int | None) -> Fmt:
         return json_fmt(_with_defs(schema, defs), max_whitespace=ws, excludes=[self.json_stop])
