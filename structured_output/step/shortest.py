@@ -333,14 +333,13 @@ class ShortestCompletion:
         """The ``sweep`` tokens ``m`` allows from ``path``'s state that change its row (``[a-z]*@``: the ``@`` no
         candidate names), each a new state in ``nxt``, then the closers (``find``) it accepts whole, each a state of
         the level of its length (``_later``), past the beam both (there are few): (a completion or None, whether
-        any went on). Tried once per state of a search, the same state after a longer run of free text included
-        (whether they went on is kept: where they did, that longer run is no shorter a way out). ``m`` ends where
+        a closer went on). Tried once per state of a search, the same state after a longer run of free text included
+        (whether a closer went on is kept: where one did, that longer run is no shorter a way out). ``m`` ends where
         it started."""
         state, ctx = self._state(m, path, relative=False)
         key = row.tobytes() + state + ctx.to_bytes(8, "little", signed=True)
         if key in self._closed:  # tried from this state after a shorter run of free text
             return None, self._closed[key]
-        went_on = False
         items: list[int] = []
         bits = np.unpackbits(row.view(np.uint8), bitorder="little")
         sweep = self.sweep[bits[self.sweep] != 0] if self.sweep.size else self.sweep
@@ -355,7 +354,6 @@ class ShortestCompletion:
                 stop = self._stop_allowed(r)
                 if stop is not None and self._passes(m, stop):
                     return [*path, t, stop], True
-                went_on = True
                 k = self._key(m, r, (*path, t))
                 if k not in seen:
                     seen.add(k)
@@ -396,9 +394,10 @@ class ShortestCompletion:
 
         found = walk(self._closers)
         # where a closer went on, a longer run of the same free text is no shorter a way out; where none did, the
-        # run goes on (the same items may count a repetition, ``minLength``, which they do not show)
+        # run goes on (the same items may count a repetition, ``minLength``, which they do not show; a swept byte
+        # such as ``<`` may begin a longer unit of it)
         self._closed[key] = went
-        return (found, True) if found is not None else (None, went_on or went)
+        return (found, True) if found is not None else (None, went)
 
     def _try(self, m: xgr.GrammarMatcher, path: tuple[int, ...], children: np.ndarray, nxt: list[tuple[int, ...]],
              seen: set[bytes], stops: frozenset[int], parent: np.ndarray | None,
