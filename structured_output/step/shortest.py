@@ -310,8 +310,9 @@ class ShortestCompletion:
                 seen: set[bytes], stops: frozenset[int]) -> list[int] | None:
         """Try the children of ``path`` (``m`` is at its state): a completion ending after one of them, else the new
         states appended to ``nxt``. With ``last_resort``, the children that keep the row (one more character of a
-        string) are tried, with the whitespace-only ones, only when no other child goes on: both multiply the
-        states of a level and crowd the paths that close the output out of the beam. ``m`` ends where it started."""
+        string, optional whitespace) are tried only when no other child nor closer (``_close``; a swept byte may
+        begin a longer unit of free text) goes on: they multiply the states of a level and crowd the paths that
+        close the output out of the beam. ``m`` ends where it started."""
         row = self._fill(m).copy() if path else root.copy()
         main, blank = self._children(row)
         if not self.last_resort:
