@@ -10,11 +10,9 @@ Method: a breadth-first search over token sequences, driven on the matcher itsel
 sequence after which a stop token is allowed (and the check passes) ends the search, so the first one
 found is the shortest among the sequences the search visits. Two cuts keep a level small:
 
-- *merging*: two sequences of the same length whose states have the same next-token row, the same
+- *merging*: two sequences of the same length whose states have the same next-token row and the same
   innermost parser items (xgrammar's ``_debug_print_internal_state``, rule start positions made
-  relative) and the same context (the state those items' rules started in, one level up: xgrammar shows
-  only the innermost items, so two parameters' raw values, one shared rule, look alike without it) are
-  taken to have the same futures, and only the first is kept;
+  relative) are taken to have the same futures, and only the first is kept;
 - *candidates*: from a state whose row allows at most ``expand_all`` tokens, every allowed token is
   tried; from a state that allows more (free text: inside a string, a regex's ``.*``), only the allowed
   tokens of a fixed candidate set (single bytes, and short tokens made only of punctuation and spaces;
@@ -24,9 +22,10 @@ found is the shortest among the sequences the search visits. Two cuts keep a lev
   more character of a string, optional whitespace) are tried only when no other child goes on to a live
   state. They are free moves that multiply a level's states (a string of every length, every run of
   optional whitespace) and crowd the paths that close the output out of the beam; a state that must
-  take one (a ``minLength`` string, required whitespace) still does. Before them, once per state (the
-  same state after a longer run of free text included), come two ways out of free text that no candidate
-  names: the printable ASCII bytes that change the row (:data:`BYTE_SWEEP`: the ``@`` of ``[a-z]+@``), and
+  take one (a ``minLength`` string, required whitespace) still does. Before them, once per state and context
+  (the same state after a longer run of free text included; the context is the state its innermost rules
+  started in, one level up: xgrammar shows only the innermost items, and two parameters' raw values, one
+  shared rule, look alike without it), come two ways out of free text that no candidate names: the printable ASCII bytes that change the row (:data:`BYTE_SWEEP`: the ``@`` of ``[a-z]+@``), and
   the grammar's *closers*, the literals that follow its free text (``\\n</parameter>\\n<parameter=unit>\\n``
   after an XML raw value, ``compilation/closers.py``), each accepted whole; a closer's state joins the level
   of its length, ahead of the others there. Sequences sharing a prefix are not re-accepted from the root:
@@ -178,13 +177,13 @@ class ShortestCompletion:
         return int(mo.group(1)) if mo else 0
 
     def _key(self, m: xgr.GrammarMatcher, row: np.ndarray, path: tuple[int, ...]) -> bytes:
-        """The merge key of the state ``m`` is at, reached by ``path`` from the search's root: its row, its innermost
-        parser items (rule start positions made relative), and the items of the state those rules started in.
-        xgrammar shows only the innermost items: the raw values of two parameters, or the same rule nested at two
-        places, look alike there and differ in that context. Records the state's items for ``path``."""
-        state, ctx = self._state(m, path, relative=True)
+        """The per-level merge key of the state ``m`` is at, reached by ``path`` from the search's root: its row and
+        its innermost parser items (rule start positions made relative). Records the items for ``path``: the
+        context ``_close`` reads (keyed with that context, the raw values of two parameters differ there; here
+        it would keep apart what merging must join, the nesting levels of an array of arrays)."""
+        state, _ = self._state(m, path, relative=True)
         self._ids[hash(path)] = hash(state)  # one level of context: iterations of a loop still merge
-        return row.tobytes() + hash((state, ctx)).to_bytes(8, "little", signed=True)
+        return row.tobytes() + state
 
     def _state(self, m: xgr.GrammarMatcher, path: tuple[int, ...], relative: bool) -> tuple[bytes, int]:
         """``m``'s innermost parser items (rule start positions relative to this state, or left out: the same items
