@@ -181,17 +181,19 @@ class ShortestCompletion:
         its innermost parser items (rule start positions made relative). Records the items for ``path``: the
         context ``_close`` reads (keyed with that context, the raw values of two parameters differ there; here
         it would keep apart what merging must join, the nesting levels of an array of arrays)."""
-        state, _ = self._state(m, path, relative=True)
+        state, _ = self._state(m, path, relative=True, context=False)
         self._ids[hash(path)] = hash(state)  # one level of context: iterations of a loop still merge
         return row.tobytes() + state
 
-    def _state(self, m: xgr.GrammarMatcher, path: tuple[int, ...], relative: bool) -> tuple[bytes, int]:
+    def _state(self, m: xgr.GrammarMatcher, path: tuple[int, ...], relative: bool,
+               context: bool = True) -> tuple[bytes, int]:
         """``m``'s innermost parser items (rule start positions relative to this state, or left out: the same items
-        after a longer run of free text) and the identity of the state their rules started in (``_key``)."""
+        after a longer run of free text) and, with ``context``, the identity of the state their rules started in
+        (``_ident``; 0 without)."""
         text = m._debug_print_internal_state().encode()
         head, _, state = text.partition(b"Last step:")
         steps = self._steps(head)
-        starts = [int(x) for x in _START.findall(state)]
+        starts = [int(x) for x in _START.findall(state)] if context else []
         state = _START.sub((lambda mo: b"r%d" % (steps - int(mo.group(1)))) if relative else b"r", state)
         first = min((x for x in starts if x >= 0), default=-1)
         j = first - self._base  # the length of the path prefix whose state the rules started in

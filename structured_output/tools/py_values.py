@@ -44,6 +44,7 @@ from .args import resolve_ref
 from .marked import MAX_ARGUMENT_DEPTH
 from .request import ToolSpec
 from .syntax import Fmt, const, json_fmt, opt, or_, regex, seq, star
+from .xml_values import MAX_RAW_MIN_LENGTH, raw_min_length
 
 __all__ = ["PyValueStyle", "PyArgsGrammar", "NotLiteral", "literal_value", "call_of", "PY_IDENTIFIER"]
 
@@ -58,9 +59,6 @@ _NUMERIC_KEYS = ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "
 # Python string literals without a prefix, on one line: a character other than the quote, the backslash
 # and line breaks, or an escape (\\ \' \" \n \r \t \0 \a \b \f \v, \xhh, \uhhhh, \Uhhhhhhhh)
 _ESCAPE = r"\\([\\'\"nrt0abfv]|x[0-9a-fA-F]{2}|u[0-9a-fA-F]{4}|U[0-9a-fA-F]{8})"
-MAX_STRING_BOUND = 256
-"""The largest ``minLength`` / ``maxLength`` a quoted string's rule enforces (a larger ``minLength`` is enforced up
-to this many characters; a larger ``maxLength`` is not enforced)."""
 
 
 def quoted(quote: str, min_length: int = 0, max_length: int | None = None) -> str:
@@ -82,9 +80,8 @@ def _length_bounds(s: Mapping[str, Any] | None) -> tuple[int, int | None]:
     """The ``(minLength, maxLength)`` of a string schema that a quoted string's rule enforces."""
     if not isinstance(s, Mapping):
         return 0, None
-    lo, hi = s.get("minLength"), s.get("maxLength")
-    lo = min(lo, MAX_STRING_BOUND) if isinstance(lo, int) and not isinstance(lo, bool) and lo > 0 else 0
-    hi = hi if isinstance(hi, int) and not isinstance(hi, bool) and lo <= hi <= MAX_STRING_BOUND else None
+    lo, hi = raw_min_length(s), s.get("maxLength")
+    hi = hi if isinstance(hi, int) and not isinstance(hi, bool) and lo <= hi <= MAX_RAW_MIN_LENGTH else None
     return lo, hi
 
 
@@ -100,7 +97,7 @@ class PyArgsGrammar:
     # -- literals
     def _string(self, s: Mapping[str, Any] | None = None) -> Fmt:
         """A string (``s``: its schema, whose ``minLength`` / ``maxLength`` are enforced up to
-        :data:`MAX_STRING_BOUND`)."""
+        ``xml_values.MAX_RAW_MIN_LENGTH``; a larger ``maxLength`` is not enforced)."""
         lo, hi = _length_bounds(s)
         if self.style == "olmo":
             return regex(quoted("'", lo, hi))

@@ -80,8 +80,9 @@ class StringPart:
 _ANY_STRING = StringPart(any=True)
 
 MAX_RAW_MIN_LENGTH = 256
-"""The largest ``minLength`` a raw string value's rule enforces (its units are repeated that many times in the
-grammar); a larger one is enforced up to this many characters."""
+"""The largest ``minLength`` a string value's rule enforces, raw or Python-quoted (its units are repeated that many
+times in the grammar); a larger one is enforced up to this many characters. Also the largest ``maxLength`` a
+Python-quoted string's rule enforces (``py_values.quoted``)."""
 
 
 def raw_min_length(s: Mapping[str, Any] | None) -> int:
