@@ -262,3 +262,41 @@ def test_byte_tier_closes_raw_text_and_tells_two_raw_values_apart(qwen):
     assert found is not None
     _check_real(vocab, m, found)
     assert vocab.decode(found[:-1]) == "<a></a>\n<b></b>"
+
+
+# Corpus tools (tests/data/tools/corpus.json) whose start search once found nothing: arrays with minItems and arrays
+# of arrays inside a call. Shortest text by hand: the required arguments' shortest values, the optional ones left out.
+_CROWDED = [
+    ("hermes", "send_email", {"to": [""], "subject": "", "body": ""}),
+    ("hermes", "matrix_op", {"op": "add", "a": [], "b": []}),
+    ("qwen3_6", "matrix_op", {"op": "add", "a": [], "b": []}),
+    ("deepseek_v4", "matrix_op", {"op": "add", "a": [], "b": []}),
+    ("deepseek_v4", "compare_products", {"product_ids": [1, 1]}),
+]
+
+
+@pytest.mark.parametrize("fmt, name, arguments", _CROWDED, ids=[f"{f}-{n}" for f, n, _ in _CROWDED])
+def test_byte_tier_completes_nested_arrays_in_a_tool_call(fmt, name, arguments):
+    """The values of two properties (one string rule) must not merge, and the elements of an array of arrays
+    (many contexts, few grammar positions) must not crowd the path that closes the array out of the beam: the
+    search finds the call with each argument's shortest value, and the format's own reader reads it back."""
+    from support import BY_NAME
+
+    from thinkgate.structured_output.tools import build_tool_constraint, get_tool_reader
+    from thinkgate.testing.vocabularies import format_vocabulary
+
+    vocab = format_vocabulary(fmt)
+    tool = dict(BY_NAME[name], function=dict(BY_NAME[name]["function"], strict=True))
+    choice = {"type": "function", "function": {"name": name}}
+    constraint = build_tool_constraint([tool], choice, format=fmt, parallel_tool_calls=False, vocabulary=vocab,
+                                       key_order="schema")
+    comp = Compiler(vocab, num_threads=1)
+    try:
+        found = Shortest(vocab).complete(comp.compile(constraint), (), 400)
+    finally:
+        comp.close()
+    assert found, (fmt, name)
+    text = vocab.decode([t for t in found if t not in vocab.stop_token_ids])
+    calls = get_tool_reader(fmt, [tool], choice, parallel_tool_calls=False, vocabulary=vocab).read(text).calls
+    assert [c.name for c in calls] == [name], text
+    assert json.loads(calls[0].arguments) == arguments, text

@@ -11,21 +11,28 @@ sequence after which a stop token is allowed (and the check passes) ends the sea
 found is the shortest among the sequences the search visits. Two cuts keep a level small:
 
 - *merging*: two sequences of the same length whose states have the same next-token row and the same
-  innermost parser items (xgrammar's ``_debug_print_internal_state``, rule start positions made
-  relative) are taken to have the same futures, and only the first is kept;
+  parser items in context are taken to have the same futures, and only the first is kept. xgrammar's
+  ``_debug_print_internal_state`` shows a state's scannable items only; each names the step its rule
+  started at, and the state there holds the items that rule returns to. The items in context replace each
+  start by the identity of the state there, :data:`CONTEXT_DEPTH` starts deep (``_identify``): the string
+  values of two properties (one rule) stay apart, and so do the raw values of two parameters;
 - *candidates*: from a state whose row allows at most ``expand_all`` tokens, every allowed token is
   tried; from a state that allows more (free text: inside a string, a regex's ``.*``), only the allowed
   tokens of a fixed candidate set (single bytes, and short tokens made only of punctuation and spaces;
   on the byte level: :data:`BYTE_CANDIDATES`), or the first ``fallback`` allowed tokens when none of the
-  candidates is allowed, and at most ``beam`` sequences are kept per level;
+  candidates is allowed, and at most ``beam`` sequences are kept per level (``_cut``): first one per
+  grammar position (row and items without context), then up to :data:`PER_POSITION`, each time those
+  whose paths went round loops least first (a state the search reached before, by a path as short or
+  shorter, counts a round). The elements of an array of arrays, in many contexts at a few
+  positions, would otherwise crowd out the one path that closes the array;
 - *last resorts* (``last_resort``, the byte tier): from each state, the children that keep its row (one
   more character of a string, optional whitespace) are tried only when no other child goes on to a live
   state. They are free moves that multiply a level's states (a string of every length, every run of
   optional whitespace) and crowd the paths that close the output out of the beam; a state that must
-  take one (a ``minLength`` string, required whitespace) still does. Before them, once per state and context
-  (the same state after a longer run of free text included; the context is the state its innermost rules
-  started in, one level up: xgrammar shows only the innermost items, and two parameters' raw values, one
-  shared rule, look alike without it), come two ways out of free text that no candidate names: the printable ASCII bytes that change the row (:data:`BYTE_SWEEP`: the ``@`` of ``[a-z]+@``), and
+  take one (a ``minLength`` string, required whitespace) still does. Before them, once per state in context
+  (the same state after a longer run of free text included), come two ways out of free text that no
+  candidate names: the printable ASCII bytes that change the row (:data:`BYTE_SWEEP`: the ``@`` of
+  ``[a-z]+@``), and
   the grammar's *closers*, the literals that follow its free text (``\\n</parameter>\\n<parameter=unit>\\n``
   after an XML raw value, ``compilation/closers.py``), each accepted whole; a closer's state joins the level
   of its length, ahead of the others there. Sequences sharing a prefix are not re-accepted from the root:
@@ -59,6 +66,15 @@ from ..compilation.schema_support import RecordingMatcher
 __all__ = ["ShortestCompletion", "ByteLevel", "ByteGrammar", "ByteCursor", "closer_trie", "short_candidates"]
 
 _START = re.compile(rb"rule_start_pos=(\d+)")
+_MASK = (1 << 64) - 1
+
+CONTEXT_DEPTH = 3
+"""How many rule starts deep a state's identity (the search's merge key, ``_identify``) follows its context: enough
+to tell the values of two properties apart, few enough that the rounds of a loop look alike after as many rounds."""
+_ROOT = (0,) * (CONTEXT_DEPTH + 1)
+
+PER_POSITION = 4
+"""A full level keeps one state per grammar position first, then up to this many, then any (``_cut``)."""
 
 BYTE_CANDIDATES = np.frombuffer(b'"}],:)>\'/-.01aA ', dtype=np.uint8).astype(np.int64)
 """The bytes the byte-level search tries from a free-text state (more than ``BYTE_EXPAND_ALL`` bytes allowed), in
@@ -74,6 +90,9 @@ BYTE_SWEEP = np.setdiff1d(np.arange(0x21, 0x7F), BYTE_CANDIDATES)
 """The printable ASCII bytes outside :data:`BYTE_CANDIDATES`, tried once per state where nothing else goes on (the
 ``@`` of an e-mail regex, the ``Q`` of ``[a-z]*Q``); only those that change the state's row are kept. UTF-8 lead
 bytes are left out: each opens a partial character that changes the row and would crowd the level."""
+
+BEAM_POOL = 4
+"""A level's ``beam`` states are chosen (``_cut``) out of up to this many times as many."""
 
 BYTE_EXPAND_ALL = 16
 """Byte-level states allowing at most this many bytes (a number, a keyword, a small class) try every one."""
@@ -116,7 +135,7 @@ class ShortestCompletion:
 
     __slots__ = ("_row", "_row_np", "_stops", "_cand", "expand_all", "beam", "fallback", "last_resort", "max_tries",
                  "_vocabulary", "_blank", "_translate", "_tries", "_closers", "_closed", "sweep", "_ids", "_base",
-                 "_later")
+                 "_later", "_visited", "_rounds", "_where")
 
     def __init__(self, num_words: int, stop_ids: Container[int] | Sequence[int], candidates: np.ndarray,
                  vocabulary: object = None, *, expand_all: int = 256, beam: int = 48, fallback: int = 4,
@@ -137,9 +156,12 @@ class ShortestCompletion:
         self._tries = max_tries
         self._closers: dict = {}  # this search's closers (a trie, see ``find``)
         self._closed: dict[bytes, bool] = {}  # the states whose closers and sweep were tried: whether a closer went on
-        self._ids: dict[int, int] = {}  # hash(path) -> its state's items, hashed (``_key``)
+        self._ids: dict[int, tuple[int, ...]] = {}  # hash(path) -> its state's identities (``_identify``)
         self._base = 0  # the history step of the search's root
         self._later: dict[int, list[tuple[tuple[int, ...], bytes]]] = {}  # closer states by length, with keys
+        self._visited: set[int] = set()  # the keys of every state this search reached
+        self._rounds: dict[int, int] = {}  # hash(path) -> how many of its states were reached before (``_key``)
+        self._where: dict[int, int] = {}  # hash(path) -> its state's grammar position: row and items alone, hashed
         self.sweep = np.empty(0, dtype=np.int64) if sweep is None else sweep
         # whitespace-only tokens are tried after the others; where they keep the row (optional filler that would
         # crowd the beam otherwise) they are last resorts
@@ -177,39 +199,75 @@ class ShortestCompletion:
         return int(mo.group(1)) if mo else 0
 
     def _key(self, m: xgr.GrammarMatcher, row: np.ndarray, path: tuple[int, ...]) -> bytes:
-        """The per-level merge key of the state ``m`` is at, reached by ``path`` from the search's root: its row and
-        its innermost parser items (rule start positions made relative). Records the items for ``path``: the
-        context ``_close`` reads (keyed with that context, the raw values of two parameters differ there; here
-        it would keep apart what merging must join, the nesting levels of an array of arrays)."""
-        state, _ = self._state(m, path, relative=True, context=False)
-        self._ids[hash(path)] = hash(state)  # one level of context: iterations of a loop still merge
-        return row.tobytes() + state
+        """The merge key of the state ``m`` is at, reached by ``path`` from the search's root: its row and its items
+        in context (``_identify``). Records, for ``path``, its identities (the context of the states after it) and
+        how many of its path's states were reached before (``_rounds``)."""
+        items, ids = self._identify(m, path)
+        h = hash(path)
+        self._ids[h] = ids
+        key = row.tobytes() + items
+        j = len(path) - 1
+        while j > 0 and hash(path[:j]) not in self._rounds:
+            j -= 1
+        rounds = self._rounds.get(hash(path[:j]), 0)
+        seen = hash(key)
+        if seen in self._visited:  # reached before, at this length or shorter: a loop's round, or a longer way there
+            rounds += 1
+        else:
+            self._visited.add(seen)
+        self._rounds[h] = rounds
+        self._where[h] = hash((key[:row.nbytes], ids[0]))
+        return key
 
-    def _state(self, m: xgr.GrammarMatcher, path: tuple[int, ...], relative: bool,
-               context: bool = True) -> tuple[bytes, int]:
-        """``m``'s innermost parser items (rule start positions relative to this state, or left out: the same items
-        after a longer run of free text) and, with ``context``, the identity of the state their rules started in
-        (``_ident``; 0 without)."""
+    def _identify(self, m: xgr.GrammarMatcher, path: tuple[int, ...]) -> tuple[bytes, tuple[int, ...]]:
+        """The state ``m`` is at, reached by ``path``: (its items in context, its identities at each depth of
+        context, hashed). xgrammar shows a state's scannable parser items only; each names the step its rule started
+        at, whose state holds the items that rule returns to. Depth 0 is the items alone (rule starts left out: the
+        same grammar position anywhere); at depth ``d`` each start is replaced by the identity at depth ``d - 1`` of
+        the state there (``_at``). Where every rule started at this step (the pieces of a literal, one rule each),
+        the items they return to are not shown: the state before, at the same depth, stands for them (with the
+        items here, not the token: two bytes of one class lead to one state). Context reaches :data:`CONTEXT_DEPTH`
+        rule starts deep: the string values of two properties (one rule) differ there, and the rounds of a loop
+        (one more array element) look alike after a few."""
         text = m._debug_print_internal_state().encode()
-        head, _, state = text.partition(b"Last step:")
-        steps = self._steps(head)
-        starts = [int(x) for x in _START.findall(state)] if context else []
-        state = _START.sub((lambda mo: b"r%d" % (steps - int(mo.group(1)))) if relative else b"r", state)
-        first = min((x for x in starts if x >= 0), default=-1)
-        j = first - self._base  # the length of the path prefix whose state the rules started in
-        return state, (self._ident(path, j) if j >= 0 else 0)
+        parts = _START.split(text.partition(b"Last step:")[2])
+        texts, starts = parts[0::2], [int(x) for x in parts[1::2]]
+        n = len(path)
+        base = self._base
+        js = [x - base for x in starts]  # the state after path[:j]
+        alone = n > 0 and bool(js) and min(js) >= n
+        prev = self._at(path, n - 1) if alone else ()
+        refs = [self._at(path, j) if 0 < j < n else () for j in js]
+        bare = items = b"r".join(texts)  # depth 0
+        ids = [hash(bare)]
+        for d in range(1, CONTEXT_DEPTH + 1):
+            pieces = [texts[0]]
+            for x, j, ref, t in zip(starts, js, refs, texts[1:]):
+                if j <= 0:  # at or before the search's root: one context
+                    pieces.append(b"r%d" % x)
+                elif j >= n:  # started at this step: it returns to the other items here, or the state before
+                    pieces.append(b"r%x." % (hash((prev[d], bare)) & _MASK) if alone else b"r.")
+                else:
+                    pieces.append(b"r%x" % (ref[d - 1] & _MASK))
+                pieces.append(t)
+            items = b"".join(pieces)
+            ids.append(hash(items))
+        return items, tuple(ids)
 
-    def _ident(self, path: tuple[int, ...], j: int) -> int:
-        """The state after ``path[:j]``, hashed: the items of its longest recorded proper prefix (``_key``; states
-        inside a closer are not recorded) with the tokens after it."""
-        j = min(j, len(path))
+    def _at(self, path: tuple[int, ...], j: int) -> tuple[int, ...]:
+        """The identities of the state after ``path[:j]`` (``j < len(path)``; zeros at the search's root): recorded
+        by ``_key``, else (a state inside a closer) those of its longest recorded prefix with the tokens after it."""
         if j <= 0:
-            return 0
+            return _ROOT
         ids = self._ids
-        k = j - 1  # the state before the step the rules started at, and the token taken there: the same for a
-        while k > 0 and hash(path[:k]) not in ids:  # state whether or not it is recorded yet
+        got = ids.get(hash(path[:j]))
+        if got is not None:
+            return got
+        k = j - 1
+        while k > 0 and hash(path[:k]) not in ids:
             k -= 1
-        return hash((ids.get(hash(path[:k]), 0), path[k:j]))
+        tail = path[k:j]
+        return tuple(hash((x, tail)) for x in ids.get(hash(path[:k]), _ROOT))
 
     def _children(self, row: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The tokens to try after a state with ``row``: (non-blank, whitespace-only)."""
@@ -263,9 +321,12 @@ class ShortestCompletion:
         self._tries = self.max_tries
         self._closers = closers or {}
         self._closed = {}
-        self._ids = {hash(()): 0}
+        self._ids = {hash(()): _ROOT}
         self._base = self._steps(m._debug_print_internal_state().encode()) - 1
         self._later = {}
+        self._visited = set()
+        self._rounds = {hash(()): 0}
+        self._where = {}
         level: list[tuple[int, ...]] = [()]
         at: list[tuple[int, ...]] = [()]  # the sequence ``m`` is advanced by (shared prefixes are not re-accepted)
         try:
@@ -277,6 +338,8 @@ class ShortestCompletion:
                     found = self._expand(m, path, root, nxt, seen, stops)
                     if found is not None:
                         return found
+                if len(nxt) > self.beam:
+                    nxt = self._cut(nxt)
                 ahead = [path for path, key in self._later.pop(depth, ()) if key not in seen and not seen.add(key)]
                 if ahead:  # a closer's state leads its level: the beam keeps what follows it first
                     nxt[:0] = ahead
@@ -287,6 +350,30 @@ class ShortestCompletion:
         finally:
             if at[0]:
                 m.rollback(len(at[0]))
+
+    def _cut(self, level: list[tuple[int, ...]]) -> list[tuple[int, ...]]:
+        """The ``beam`` states a level keeps: one per grammar position (row and items alone) first, then a second,
+        up to :data:`PER_POSITION`, then any; in each round the paths that went round loops least first. Paths
+        in many contexts at a few positions (the numbers of an array of arrays) crowd out none that has a position
+        of its own (the closing literal after the array)."""
+        rounds, where = self._rounds, self._where
+        level.sort(key=lambda p: rounds.get(hash(p), 0))
+        kept: list[tuple[int, ...]] = []
+        count: dict[int, int] = {}
+        for limit in range(1, PER_POSITION + 2):
+            rest = []
+            for p in level:
+                w = where.get(hash(p), 0)
+                c = count.get(w, 0)
+                if c < limit or limit > PER_POSITION:
+                    count[w] = c + 1
+                    kept.append(p)
+                    if len(kept) == self.beam:
+                        return kept
+                else:
+                    rest.append(p)
+            level = rest
+        return kept
 
     def _move(self, m: xgr.GrammarMatcher, at: list[tuple[int, ...]], path: tuple[int, ...]) -> None:
         """Bring ``m`` from the sequence ``at[0]`` to ``path`` (both from the search's root): roll back to their
@@ -338,8 +425,7 @@ class ShortestCompletion:
         a closer went on). Tried once per state of a search, the same state after a longer run of free text included
         (whether a closer went on is kept: where one did, that longer run is no shorter a way out). ``m`` ends where
         it started."""
-        state, ctx = self._state(m, path, relative=False)
-        key = row.tobytes() + state + ctx.to_bytes(8, "little", signed=True)
+        key = row.tobytes() + self._identify(m, path)[0]
         if key in self._closed:  # tried from this state after a shorter run of free text
             return None, self._closed[key]
         items: list[int] = []
@@ -424,7 +510,7 @@ class ShortestCompletion:
                     loops.append(t)  # type: ignore[union-attr]
                     continue
                 went_on = True
-                if len(nxt) >= self.beam:
+                if len(nxt) >= BEAM_POOL * self.beam:
                     continue
                 key = self._key(m, row, (*path, t))
                 if key in seen:
