@@ -264,22 +264,26 @@ def test_byte_tier_closes_raw_text_and_tells_two_raw_values_apart(qwen):
     assert vocab.decode(found[:-1]) == "<a></a>\n<b></b>"
 
 
-# Corpus tools (tests/data/tools/corpus.json) whose start search once found nothing: arrays with minItems and arrays
-# of arrays inside a call. Shortest text by hand: the required arguments' shortest values, the optional ones left out.
+# Corpus tools (tests/data/tools/corpus.json) whose start search once found nothing: arrays with minItems, arrays of
+# arrays, and a raw string value last in its call. Shortest text by hand: the required arguments' shortest values, the optional ones left out.
 _CROWDED = [
     ("hermes", "send_email", {"to": [""], "subject": "", "body": ""}),
     ("hermes", "matrix_op", {"op": "add", "a": [], "b": []}),
     ("qwen3_6", "matrix_op", {"op": "add", "a": [], "b": []}),
     ("deepseek_v4", "matrix_op", {"op": "add", "a": [], "b": []}),
     ("deepseek_v4", "compare_products", {"product_ids": [1, 1]}),
+    # the last parameter's raw value: its closer runs on into the call's end and the section's
+    ("dots", "annotate", {"doc_id": "", "span": [0, 0], "label": ""}),
+    ("minimax_m2", "submit_form", {"fields": {}, "form_id": ""}),
 ]
 
 
 @pytest.mark.parametrize("fmt, name, arguments", _CROWDED, ids=[f"{f}-{n}" for f, n, _ in _CROWDED])
 def test_byte_tier_completes_nested_arrays_in_a_tool_call(fmt, name, arguments):
     """The values of two properties (one string rule) must not merge, and the elements of an array of arrays
-    (many contexts, few grammar positions) must not crowd the path that closes the array out of the beam: the
-    search finds the call with each argument's shortest value, and the format's own reader reads it back."""
+    (many contexts, few grammar positions) must not crowd the path that closes the array out of the beam, and the
+    last parameter's raw value is closed by the call's end: the search finds the call with each argument's
+    shortest value, and the format's own reader reads it back."""
     from support import BY_NAME
 
     from thinkgate.structured_output.tools import build_tool_constraint, get_tool_reader

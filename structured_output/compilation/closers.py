@@ -44,32 +44,45 @@ def _ends(end: Any) -> list[Closer]:
 
 def text_closers(tag: Any) -> list[Closer]:
     """The closers of a resolved structural tag (its token formats name ids), each a tuple of pieces (text, or a
-    token id), without duplicates, in the order they occur."""
+    token id), without duplicates, in the order they occur. A free-text element's closer runs on past the end of
+    its sequence, or its tag's content, into what follows there (the last parameter's raw value of a call is ended
+    by ``</parameter>``, the call's end and the section's end token)."""
     out: dict[Closer, None] = {}
-    stack = [tag]
+    # (node, the literal runs that may follow it: alternatives, each a tuple of pieces)
+    stack: list[tuple[Any, tuple[Closer, ...]]] = [(tag, ())]
     while stack:
-        node = stack.pop()
+        node, after = stack.pop()
         if isinstance(node, list):
-            stack.extend(reversed(node))
+            stack.extend((x, ()) for x in reversed(node))
             continue
         if not isinstance(node, Mapping):
             continue
         kind = node.get("type")
+        if kind in _FREE:
+            for run in after:
+                if run:
+                    out[run] = None
+            continue
+        children: list[tuple[Any, tuple[Closer, ...]]] = []
         if kind == "sequence" and isinstance(node.get("elements"), list):
             elements = node["elements"]
             for i, e in enumerate(elements):
-                if not (isinstance(e, Mapping) and e.get("type") in _FREE):
-                    continue
                 run: list[str | int] = []
                 for f in elements[i + 1:]:
                     piece = _piece(f)
                     if piece is None:
                         break
                     run.append(piece)
-                if run:
-                    out[tuple(run)] = None
-        elif kind == "tag" and isinstance(node.get("content"), Mapping) and node["content"].get("type") in _FREE:
-            for c in _ends(node.get("end")):
-                out[c] = None
-        stack.extend(v for v in reversed(list(node.values())) if isinstance(v, (list, Mapping)))
+                else:  # literals up to the sequence's end: what follows the sequence follows them
+                    children.append((e, tuple(tuple(run) + a for a in after) or (tuple(run),)))
+                    continue
+                children.append((e, (tuple(run),)))
+        elif kind == "tag" and isinstance(node.get("content"), Mapping):
+            ends = [()] if node.get("end") in ("", []) else _ends(node.get("end"))
+            children.append((node["content"], tuple(e + a for e in ends for a in (after or ((),)))))
+        elif kind == "or" and isinstance(node.get("elements"), list):
+            children.extend((e, after) for e in node["elements"])
+        else:
+            children.extend((v, ()) for v in node.values() if isinstance(v, (list, Mapping)))
+        stack.extend(reversed(children))
     return list(out)
