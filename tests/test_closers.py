@@ -38,3 +38,11 @@ def test_a_tag_with_an_empty_end_passes_on_what_follows_it():
     tag = {"type": "structural_tag", "format": {"type": "sequence", "elements": [
         {"type": "tag", "begin": "<a>", "content": RAW, "end": ""}, _cs("</b>")]}}
     assert text_closers(tag) == [("</b>",)]
+
+
+def test_json_schemas_inside_are_not_read_as_formats():
+    """A json_schema element's schema (``"type": ["string", "null"]``, a property named ``regex``) is no format."""
+    schema = {"type": "object", "properties": {"a": {"type": ["string", "null"]}, "b": {"type": "regex"}}}
+    tag = {"type": "structural_tag", "format": {"type": "sequence", "elements": [
+        {"type": "json_schema", "json_schema": schema}, RAW, _cs("</x>")]}}
+    assert text_closers(tag) == [("</x>",)]

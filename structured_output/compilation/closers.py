@@ -17,6 +17,7 @@ from typing import Any
 __all__ = ["text_closers"]
 
 _FREE = frozenset({"regex", "any_text"})
+_OPAQUE = frozenset({"json_schema", "grammar", "ebnf"})
 
 Closer = tuple["str | int", ...]
 
@@ -58,6 +59,8 @@ def text_closers(tag: Any) -> list[Closer]:
         if not isinstance(node, Mapping):
             continue
         kind = node.get("type")
+        if (kind is not None and not isinstance(kind, str)) or kind in _OPAQUE:  # a JSON schema's or a grammar's
+            continue  # own text: no format inside
         if kind in _FREE:
             for run in after:
                 if run:
