@@ -89,6 +89,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--reserve-tool-formats", default=None, metavar="all|F,G",
                    help="instead of the loop: the reservation's start search for tool_choice required / named on "
                         "each tool format, read back by the format's reader (bench/reserve_tools.py)")
+    p.add_argument("--reserve-tool-set", choices=("sweep", "corpus"), default="sweep",
+                   help="--reserve-tool-formats: two small tool sets, required and named (sweep, default), or each "
+                        "tool of the base corpus tests/data/tools/corpus.json named alone (corpus)")
     p.add_argument("--out", default=None, help="JSON-lines file to append to (default: bench-results/loop.jsonl)")
     p.add_argument("--plot", default=str(RESULTS_DIR / "loop.png"),
                    help="PNG of the sweep when matplotlib is installed ('' to skip)")

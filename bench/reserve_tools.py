@@ -9,6 +9,10 @@ thinking runs out. Printed per case: the search's time, the completion's tokens,
 reader reads exactly one call whose arguments validate against its tool's schema (``ok``), else what it read.
 Exit status 1 when a ``raw`` case is not found or not read back valid (a ``bounded`` one may fail where the
 format's grammar does not enforce ``minLength``, docs/limits.md).
+
+``--reserve-tool-set corpus``: instead of the two sets, each tool of the base corpus (``tests/data/tools/corpus.json``,
+so from a checkout) named alone, strict; printed per format: the tools read back valid and the search's median and
+slowest time, then each failure (exit status 1 when there is one).
 """
 
 from __future__ import annotations
@@ -53,12 +57,26 @@ def _read(fmt: str, tools: list, choice: Any, vocab: Any, tokens: list[int]) -> 
     calls = list(reader.read(text).calls)
     if len(calls) != 1:
         return f"{len(calls)} calls: {text[:60]!r}"
-    schema = {t["function"]["name"]: t["function"]["parameters"] for t in tools}[calls[0].name]
+    schema = {t["function"]["name"]: t["function"].get("parameters", {}) for t in tools}[calls[0].name]
     try:
         jsonschema.validate(json.loads(calls[0].arguments), schema)
     except jsonschema.ValidationError as e:
         return f"invalid ({e.message[:50]})"
     return "ok"
+
+
+def _cases(set_name: str) -> list[tuple[str, list, str]]:
+    """(tool set label, tools, choice label) per case: the two sets with ``required`` and ``add_todo`` named, or with
+    ``corpus`` each tool of the base corpus named alone, strict."""
+    if set_name != "corpus":
+        return [(name, tools, choice) for name, tools in TOOL_SETS.items() for choice in ("required", "add_todo")]
+    from .tools import corpus_entries
+
+    out = []
+    for e in corpus_entries(base=True):
+        fn = e["tool"]["function"]
+        out.append(("corpus", [dict(e["tool"], function=dict(fn, strict=True))], fn["name"]))
+    return out
 
 
 def run(args: argparse.Namespace) -> int:
@@ -69,6 +87,8 @@ def run(args: argparse.Namespace) -> int:
 
     spec = args.reserve_tool_formats
     formats = list_tool_formats() if spec == "all" else [f for f in spec.split(",") if f]
+    corpus = getattr(args, "reserve_tool_set", "sweep") == "corpus"
+    cases = _cases("corpus" if corpus else "sweep")
     per_vocab: dict[str, tuple[Any, Any]] = {}
     rows: list[dict[str, Any]] = []
     failed = 0
@@ -79,36 +99,58 @@ def run(args: argparse.Namespace) -> int:
                 per_vocab[vocab.name] = (Compiler(vocab, num_threads=1), Shortest(vocab))
             comp, shortest = per_vocab[vocab.name]
             progress(f"  {fmt} ({vocab.name})")
-            for set_name, tools in TOOL_SETS.items():
-                for choice_name in ("required", "add_todo"):
-                    choice: Any = ("required" if choice_name == "required"
-                                   else {"type": "function", "function": {"name": choice_name}})
-                    row: dict[str, Any] = {"format": fmt, "tools": set_name, "choice": choice_name}
-                    try:
-                        c = build_tool_constraint(tools, choice, format=fmt, parallel_tool_calls=False,
-                                                  vocabulary=vocab, key_order="schema")
-                        compiled = comp.compile(c)
-                        t0 = time.perf_counter()
-                        found = shortest.complete(compiled, (), 400)
-                        row["ms"] = round((time.perf_counter() - t0) * 1e3, 1)
-                    except ValueError as e:
-                        row["read"] = f"error: {str(e)[:60]}"
-                        rows.append(row)
-                        failed += set_name == "raw"
-                        continue
-                    if not found:
-                        row["read"] = "not found"
-                    else:
-                        row["tokens"] = len(found)
-                        row["read"] = _read(fmt, tools, choice, vocab, found)
-                    failed += set_name == "raw" and row["read"] != "ok"
+            for set_name, tools, choice_name in cases:
+                choice: Any = ("required" if choice_name == "required"
+                               else {"type": "function", "function": {"name": choice_name}})
+                row: dict[str, Any] = {"format": fmt, "tools": set_name, "choice": choice_name}
+                try:
+                    c = build_tool_constraint(tools, choice, format=fmt, parallel_tool_calls=False,
+                                              vocabulary=vocab, key_order="schema")
+                    compiled = comp.compile(c)
+                    t0 = time.perf_counter()
+                    found = shortest.complete(compiled, (), 400)
+                    row["ms"] = round((time.perf_counter() - t0) * 1e3, 1)
+                except ValueError as e:
+                    row["read"] = f"error: {str(e)[:60]}"
                     rows.append(row)
+                    failed += set_name != "bounded"
+                    continue
+                if not found:
+                    row["read"] = "not found"
+                else:
+                    row["tokens"] = len(found)
+                    row["read"] = _read(fmt, tools, choice, vocab, found)
+                failed += set_name != "bounded" and row["read"] != "ok"
+                rows.append(row)
     finally:
         for comp, _ in per_vocab.values():
             comp.close()
-    print_table(rows, COLUMNS)
+    if corpus:
+        _print_corpus(rows)
+    else:
+        print_table(rows, COLUMNS)
     ok = sum(r.get("read") == "ok" for r in rows)
-    print(f"\n{ok} of {len(rows)} start completions read back as one valid call; raw tool sets failing: {failed}")
+    print(f"\n{ok} of {len(rows)} start completions read back as one valid call; "
+          f"{'corpus' if corpus else 'raw'} cases failing: {failed}")
     if not getattr(args, "no_write", False):
         write_rows("reserve_tools", rows, args.out)
     return 1 if failed else 0
+
+
+def _print_corpus(rows: list[dict[str, Any]]) -> None:
+    """Per format: the corpus tools read back valid, the search's median and slowest time; then each failure."""
+    import statistics
+
+    by_fmt: dict[str, list[dict[str, Any]]] = {}
+    for r in rows:
+        by_fmt.setdefault(r["format"], []).append(r)
+    table = []
+    for fmt, rs in by_fmt.items():
+        ms = [r["ms"] for r in rs if "ms" in r]
+        table.append({"format": fmt, "tools": len(rs), "valid": sum(r.get("read") == "ok" for r in rs),
+                      "median_ms": round(statistics.median(ms), 1) if ms else None,
+                      "max_ms": round(max(ms)) if ms else None})
+    print_table(table, ["format", "tools", "valid", "median_ms", "max_ms"])
+    for r in rows:
+        if r.get("read") != "ok":
+            print(f"  {r['format']} {r['choice']}: {r.get('read')} ({r.get('ms')} ms)")

@@ -101,4 +101,17 @@ def test_loop_reserve_tool_formats(tmp_path, capsys):
     rows = read_rows(out, "reserve_tools", ["format", "tools", "choice", "read"])
     assert len(rows) == 16
     assert all(r["read"] == "ok" for r in rows if r["tools"] == "raw"), rows
-    assert "raw tool sets failing: 0" in text
+    assert "raw cases failing: 0" in text
+
+
+def test_loop_reserve_tool_set_corpus(tmp_path, capsys):
+    """``--reserve-tool-set corpus``: every base corpus tool named alone on dots, whose last parameter's raw value
+    is closed by the call's end (no closer of its own), reads back as one valid call."""
+    out = tmp_path / "corpus.jsonl"
+    rc = main(["loop", "--reserve-tool-formats", "dots", "--reserve-tool-set", "corpus", "--out", str(out)])
+    text = capsys.readouterr().out
+    assert rc == 0, text
+    rows = read_rows(out, "reserve_tools", ["format", "tools", "choice", "read"])
+    assert len(rows) == 56 and {r["tools"] for r in rows} == {"corpus"}
+    assert all(r["read"] == "ok" for r in rows), [r for r in rows if r["read"] != "ok"]
+    assert "corpus cases failing: 0" in text and "median_ms" in text

@@ -26,7 +26,8 @@ from typing import TYPE_CHECKING, Any
 from .marked import MAX_ARGUMENT_DEPTH, MarkedText, json_depth_ok
 from .order import KEY_ORDERS, KeyOrder, Member, members_any_order, members_in_orders
 from .request import ToolSpec
-from .syntax import Fmt, LiteralText, const, json_fmt, no_substring_regex, opt, or_, regex, seq, star
+from .syntax import (Fmt, LiteralText, const, item_bounds, json_fmt, no_substring_regex, opt, or_, regex, repeated,
+                     seq, star)
 from .xml_values import VALUE_STYLES, ValueStyle, raw_min_length, read_value, split_schema, value_fmt
 
 if TYPE_CHECKING:
@@ -425,7 +426,7 @@ class GemmaArgs(ArgsSyntax):
     template writes every object's keys through ``dictsort``: a call's keys follow one of
     ``key_orders`` (default: the schema's order or sorted, see :mod:`.order`) at every level, const and
     enum objects included (a call that mixes the two orders is rejected); required properties must
-    appear in either. Array length bounds other than ``minItems >= 1`` are not enforced. A declared
+    appear in either. Array length bounds are enforced up to ``syntax.MAX_ITEMS_BOUND``. A declared
     property name is written literally, whatever its characters (``Content-Type:``, ``user.email:``,
     ``año_vehiculo:``), as the template writes it; :func:`gemma_name_problem` says which names the
     syntax cannot hold (a ``ValueError`` naming the tool, the name and why). The reader takes keys in
@@ -515,9 +516,7 @@ class GemmaArgs(ArgsSyntax):
             return self._object(s, defs, lit, tool, order, depth)
         if t == "array":
             item = self._value(s.get("items", True), defs, lit, tool, order, depth + 1)
-            tail = star(seq(const(","), item))
-            body = seq(item, tail) if int(s.get("minItems", 0) or 0) >= 1 else opt(seq(item, tail))
-            return seq(const("["), body, const("]"))
+            return seq(const("["), repeated(item, ",", *item_bounds(s)), const("]"))
         if t == "null":
             return self._null()
         if t in ("integer", "number", "boolean"):

@@ -16,7 +16,7 @@ is an empty element.
 The constraint follows each argument's schema: strings raw (an ``enum`` / ``const`` as written, a
 ``pattern`` as its regex), integers / numbers / booleans as JSON, ``null`` as ``null`` (the one spelling a
 value the template leaves out can take; vLLM's reader takes it as null), objects as elements of their
-declared properties, arrays as ``<item>`` elements (``minItems >= 1`` enforced, other length bounds not),
+declared properties, arrays as ``<item>`` elements (length bounds enforced up to ``syntax.MAX_ITEMS_BOUND``),
 ``anyOf`` / ``oneOf`` / type lists as the union of their alternatives. Keys come in any order with the
 key check (``key_check.py``: each key once, the required ones present, at every level), as JSON arguments
 do, or in the schema's order when the request asks for it.
@@ -54,7 +54,7 @@ from .args import ArgsSyntax, NoMatch, _defs_of, _has_object_of_keys, resolve_re
 from .marked import MAX_ARGUMENT_DEPTH, MarkedText
 from .order import Member, members_any_order, members_in_orders
 from .request import ToolSpec
-from .syntax import Fmt, LiteralText, _rx, const, json_fmt, or_, regex, seq, star
+from .syntax import Fmt, LiteralText, _rx, const, item_bounds, json_fmt, or_, regex, repeated, seq, star
 from .xml_values import _json_type_ok, raw_min_length, read_value, split_schema
 
 __all__ = ["ElementArgs", "FREE_NAME", "ANY_DEPTH"]
@@ -236,7 +236,7 @@ class ElementArgs(ArgsSyntax):
             items = s.get("items", True)
             item = self._element(lit, self.item, self._value(items if isinstance(items, (Mapping, bool)) else True,
                                                              defs, lit, tool, ordered, depth + 1))
-            return seq(item, star(item)) if int(s.get("minItems", 0) or 0) >= 1 else star(item)
+            return repeated(item, "", *item_bounds(s))
         return self._any(lit, ANY_DEPTH)
 
     def _object(self, s: Mapping[str, Any], defs: Mapping[str, Any], lit: LiteralText, tool: ToolSpec, ordered: bool,

@@ -43,7 +43,7 @@ from typing import Any, Literal
 from .args import resolve_ref
 from .marked import MAX_ARGUMENT_DEPTH
 from .request import ToolSpec
-from .syntax import Fmt, const, json_fmt, opt, or_, regex, seq, star
+from .syntax import Fmt, const, item_bounds, json_fmt, opt, or_, regex, repeated, seq, star
 from .xml_values import MAX_RAW_MIN_LENGTH, raw_min_length
 
 __all__ = ["PyValueStyle", "PyArgsGrammar", "NotLiteral", "literal_value", "call_of", "PY_IDENTIFIER"]
@@ -188,9 +188,7 @@ class PyArgsGrammar:
 
     def _array(self, s: Mapping[str, Any], defs: Mapping[str, Any], depth: int) -> Fmt:
         item = self.value(s.get("items", True), defs, depth + 1, top=False)
-        tail = star(seq(const(", "), item))
-        body = seq(item, tail) if int(s.get("minItems", 0) or 0) >= 1 else opt(seq(item, tail))
-        return seq(const("["), body, const("]"))
+        return seq(const("["), repeated(item, ", ", *item_bounds(s)), const("]"))
 
     def _object(self, s: Mapping[str, Any], defs: Mapping[str, Any], depth: int) -> Fmt:
         props = s.get("properties")

@@ -18,7 +18,7 @@ from typing import Any
 
 Fmt = dict[str, Any]
 
-__all__ = ["Fmt", "const", "token", "seq", "or_", "opt", "star", "tag", "regex", "json_fmt",
+__all__ = ["Fmt", "const", "token", "seq", "or_", "opt", "star", "repeated", "item_bounds", "tag", "regex", "json_fmt",
            "any_tokens", "LiteralText", "no_substring_regex", "structural_tag"]
 
 
@@ -60,6 +60,36 @@ def opt(x: Fmt) -> Fmt:
 
 def star(x: Fmt) -> Fmt:
     return {"type": "star", "content": x}
+
+
+MAX_ITEMS_BOUND = 64
+"""The largest ``minItems`` / ``maxItems`` an array rule spells out (each bound item is a copy of the item's rule);
+a larger ``minItems`` is enforced as this many, a larger ``maxItems`` not at all."""
+
+
+def item_bounds(s: Mapping[str, Any]) -> tuple[int, int | None]:
+    """The ``(minItems, maxItems)`` of an array schema that :func:`repeated` enforces (integers only, bools ignored)."""
+    lo, hi = s.get("minItems"), s.get("maxItems")
+    lo = min(lo, MAX_ITEMS_BOUND) if isinstance(lo, int) and not isinstance(lo, bool) and lo > 0 else 0
+    hi = hi if isinstance(hi, int) and not isinstance(hi, bool) and lo <= hi <= MAX_ITEMS_BOUND else None
+    return lo, hi
+
+
+def repeated(item: Fmt, sep: str, lo: int = 0, hi: int | None = None) -> Fmt:
+    """``item`` repeated, separated by ``sep``: at least ``lo`` times, at most ``hi`` (None: no bound). The optional
+    copies nest (``(, x (, x)?)?``), so that a text has one parse."""
+    more = seq(const(sep), item)
+    if hi == 0:
+        return const("")
+    tail: Fmt | None
+    if hi is None:
+        tail = star(more)
+    else:
+        tail = None
+        for _ in range(hi - max(lo, 1)):
+            tail = opt(more if tail is None else seq(more, tail))
+    body = seq(item, *[more] * (max(lo, 1) - 1), tail)
+    return body if lo >= 1 else opt(body)
 
 
 def tag(begin: str | Fmt, content: Fmt, end: str | Fmt) -> Fmt:

@@ -41,7 +41,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from .marked import MAX_ARGUMENT_DEPTH, json_depth_ok
-from .syntax import Fmt, const, json_fmt, no_substring_regex, opt, or_, regex, seq, star
+from .syntax import Fmt, const, item_bounds, json_fmt, no_substring_regex, opt, or_, regex, repeated, seq, star
 
 __all__ = ["ValueStyle", "VALUE_STYLES", "split_schema", "value_fmt", "read_value", "python_literal", "raw_min_length"]
 
@@ -210,8 +210,8 @@ def _cls_esc(c: str) -> str:
 @dataclass(frozen=True)
 class _PyWriter:
     """Non-string values as Python's ``str`` writes them (``python``; ``py_scalars``: arrays and
-    objects as JSON). Objects follow the schema's property order; array length bounds other than
-    ``minItems >= 1`` are not enforced; a value without a schema nests ``any_depth`` levels (its rule
+    objects as JSON). Objects follow the schema's property order; array length bounds are enforced up
+    to ``syntax.MAX_ITEMS_BOUND``; a value without a schema nests ``any_depth`` levels (its rule
     holds each level four times: the bound keeps it small)."""
 
     defs: Mapping[str, Any]
@@ -303,9 +303,7 @@ class _PyWriter:
 
     def _array(self, s: Mapping[str, Any], depth: int) -> Fmt:
         item = self.value(s.get("items", True), depth + 1)
-        tail = star(seq(const(", "), item))
-        body = seq(item, tail) if int(s.get("minItems", 0) or 0) >= 1 else opt(seq(item, tail))
-        return seq(const("["), body, const("]"))
+        return seq(const("["), repeated(item, ", ", *item_bounds(s)), const("]"))
 
     def _object(self, s: Mapping[str, Any], depth: int) -> Fmt:
         props: Mapping[str, Any] = s.get("properties") or {}
