@@ -21,7 +21,6 @@ stream as they are written (each name, then argument text), and the calls' delta
 from __future__ import annotations
 
 import argparse
-import json
 import time
 from typing import Any
 

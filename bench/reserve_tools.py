@@ -89,15 +89,20 @@ def run(args: argparse.Namespace) -> int:
     formats = list_tool_formats() if spec == "all" else [f for f in spec.split(",") if f]
     corpus = getattr(args, "reserve_tool_set", "sweep") == "corpus"
     cases = _cases("corpus" if corpus else "sweep")
-    per_vocab: dict[str, tuple[Any, Any]] = {}
+    # one compiler (with its worker processes and caches) and one search at a time: the formats' vocabularies
+    # differ, and holding one of each for every format ran this machine out of memory
+    held: tuple[str, Any, Any] | None = None
     rows: list[dict[str, Any]] = []
     failed = 0
     try:
         for fmt in formats:
             vocab = format_vocabulary(fmt)
-            if vocab.name not in per_vocab:
-                per_vocab[vocab.name] = (Compiler(vocab, num_threads=1), Shortest(vocab))
-            comp, shortest = per_vocab[vocab.name]
+            if held is None or held[0] != vocab.name:
+                if held is not None:
+                    held[1].close()
+                held = None
+                held = (vocab.name, Compiler(vocab, num_threads=1), Shortest(vocab))
+            _, comp, shortest = held
             progress(f"  {fmt} ({vocab.name})")
             for set_name, tools, choice_name in cases:
                 choice: Any = ("required" if choice_name == "required"
@@ -123,8 +128,8 @@ def run(args: argparse.Namespace) -> int:
                 failed += set_name != "bounded" and row["read"] != "ok"
                 rows.append(row)
     finally:
-        for comp, _ in per_vocab.values():
-            comp.close()
+        if held is not None:
+            held[1].close()
     if corpus:
         _print_corpus(rows)
     else:

@@ -66,7 +66,6 @@ naming the keyword and its path instead.
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
