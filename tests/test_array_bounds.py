@@ -15,11 +15,12 @@ import xgrammar as xgr
 from support import vocab
 
 from thinkgate.structured_output.compilation.compiler import Compiler
+from thinkgate.structured_output.compilation.xgrammar_adapter import control_token_bytes
 from thinkgate.structured_output.tools import build_tool_constraint, get_tool_reader
 from thinkgate.structured_output.tools.syntax import MAX_ITEMS_BOUND, const, item_bounds, regex, repeated, seq
 from thinkgate.testing.vocabularies import FORMAT_VOCABULARY
 
-_INFO = xgr.TokenizerInfo([bytes([b]) for b in range(256)] + [b"\xff\xfestop"], stop_token_ids=[256])
+_INFO = xgr.TokenizerInfo([bytes([b]) for b in range(256)] + [control_token_bytes(256)], stop_token_ids=[256])
 _COMPILER = xgr.GrammarCompiler(_INFO, max_threads=1, cache_enabled=False)
 
 

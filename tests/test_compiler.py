@@ -47,6 +47,10 @@ def test_tokenizer_info_spells_control_tokens_privately(qwen_vocab, qwen_compile
     (Constraint.regex(r"(.|\n)*"), "free text "),
     (Constraint.grammar('root ::= [^"]* "."'), "any "),
     (Constraint.structural_tag({"type": "any_text"}), "text "),
+    # with excludes, xgrammar's any_text reads bytes: the compiler's excluded mark keeps control tokens out
+    (Constraint.structural_tag({"type": "sequence", "elements": [
+        {"type": "any_text", "excludes": ["</parameter>"]}, {"type": "const_string", "value": "</parameter>"}]}),
+     "a raw value </div> "),
 ])
 def test_control_tokens_never_in_free_text(qwen_vocab, qwen_compiler, constraint, prefix):
     v = qwen_vocab

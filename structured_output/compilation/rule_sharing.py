@@ -1,10 +1,9 @@
 """Equal rules of a grammar merged into one, so that xgrammar computes their token masks once.
 
-A tool constraint writes the same value rule once per parameter: Qwen3.6's raw string value (any text
-without ``</parameter>``, twelve rules) appears once for every string parameter of every tool, each copy
-under its own names. xgrammar precomputes token masks per rule, not per rule content, so ten tools with
-22 string parameters pay that precomputation 22 times (about half of the compile: ``python -m bench
-tools``).
+A tool constraint writes the same value rule once per parameter, each copy under its own names: the JSON
+value rules of Hermes' and Kimi K2's arguments, the Python-quoted strings of the pythonic families (and,
+before raw values became ``any_text``, Qwen3.6's twelve-rule raw string value). xgrammar precomputes token
+masks per rule, not per rule content, so each copy paid that precomputation again (``python -m bench tools``).
 
 :func:`share_equal_rules` reads the grammar's EBNF text and merges rules that derive the same language
 for the same reason: two rules are *equal* when their bodies are the same text once every rule they

@@ -7,9 +7,11 @@ xgrammar's defaults let a control token (``<|im_end|>``, ``<think>``, ``<tool_ca
 a JSON string or any free text whenever its *text* is allowed there. We never want that, and we still
 want formats to name such a token when they mean it (a tool call that starts with the ``<tool_call>``
 token). So the xgrammar ``TokenizerInfo`` is built with every control token (``Vocabulary.special_tokens``)
-spelled as private bytes, ``b"\\xff\\xfe<id>"``: ``0xFF`` never occurs in UTF-8, so no text rule (JSON
-strings, regex, EBNF character classes, ``any_text``) can ever match such a token, while the
-token-level formats of a structural tag (``token``, ``exclude_token``, ``any_tokens``,
+spelled as private bytes, ``0xFF``, then :data:`CONTROL_MARK` (U+10FFFF, a Unicode noncharacter) in UTF-8, then
+its id in ASCII: ``0xFF`` never occurs in UTF-8, so no rule that reads UTF-8 text (JSON strings, regex, EBNF
+character classes) can ever match such a token; ``any_text`` reads bytes, so every ``any_text`` of a structural
+tag excludes :data:`CONTROL_MARK` (added by :meth:`GrammarBuilder.resolve_structural_tag`), and a control
+token's spelling reaches it right after its first byte. The token-level formats of a structural tag (``token``, ``exclude_token``, ``any_tokens``,
 ``token_triggered_tags``, ``token_dispatch``) still match it by id. Token names in those formats are
 resolved to ids with the :class:`~reasoning.Vocabulary` before compiling (a name that is not one token
 is a ``ValueError``), and a literal the output must spell (``const_string``, a tag's ``begin`` /
@@ -46,12 +48,17 @@ from thinkgate.reasoning.vocabulary import Vocabulary
 from .closers import text_closers
 from .constraints import Constraint
 
-__all__ = ["GrammarBuilder", "build_tokenizer_info", "control_token_bytes", "xgrammar_message"]
+__all__ = ["CONTROL_MARK", "GrammarBuilder", "build_tokenizer_info", "control_token_bytes", "xgrammar_message"]
+
+
+CONTROL_MARK = "\U0010ffff"
+"""The noncharacter in every control token's private spelling; ``any_text`` excludes it (module docstring)."""
+_MARK_BYTES = CONTROL_MARK.encode("utf-8")
 
 
 def control_token_bytes(token_id: int) -> bytes:
     """The private byte spelling of control token ``token_id`` in the xgrammar vocabulary."""
-    return b"\xff\xfe" + str(token_id).encode("ascii")
+    return b"\xff" + _MARK_BYTES + str(token_id).encode("ascii")
 
 
 def build_tokenizer_info(vocabulary: Vocabulary) -> xgr.TokenizerInfo:
@@ -199,6 +206,10 @@ class GrammarBuilder:
         if _names_tokens(kind):
             found[0] = True
             _rename_tokens(out, kind, path, self._token)
+        if kind == "any_text":  # no control token in free text (module docstring)
+            excludes = out.get("excludes", [])
+            if isinstance(excludes, list) and CONTROL_MARK not in excludes:
+                out["excludes"] = [*excludes, CONTROL_MARK]
         return out
 
     def _check_literal(self, value: Any, where: str) -> None:

@@ -62,6 +62,7 @@ import xgrammar as xgr
 
 from ..compilation.jsonws.bound import BoundedMatcher
 from ..compilation.schema_support import RecordingMatcher
+from ..compilation.xgrammar_adapter import control_token_bytes
 
 __all__ = ["ShortestCompletion", "ByteLevel", "ByteGrammar", "ByteCursor", "closer_trie", "short_candidates"]
 
@@ -620,9 +621,10 @@ class ByteLevel:
     def __init__(self, vocabulary: Any, num_words: int, *, beam: int = 48) -> None:
         token_bytes, vocab_size = vocabulary.token_bytes, vocabulary.vocab_size
         specials = vocabulary.special_token_ids
-        # the stop token's text is private bytes, which no text rule matches: xgrammar 0.2.9 also allows a stop
-        # token where its text (``</s>``) would complete the output (``[^a]+`` from its start)
-        info = xgr.TokenizerInfo([bytes([b]) for b in range(256)] + [b"\xff\xfestop"], stop_token_ids=[self.STOP])
+        # the stop token's text is a control token's private bytes, which no text rule matches: xgrammar 0.2.9 also
+        # allows a stop token where its text (``</s>``) would complete the output (``[^a]+`` from its start)
+        info = xgr.TokenizerInfo([bytes([b]) for b in range(256)] + [control_token_bytes(self.STOP)],
+                                 stop_token_ids=[self.STOP])
         self._compiler = xgr.GrammarCompiler(info, max_threads=1, cache_enabled=False)
         self._vocabulary = vocabulary
         self._beam = beam
@@ -657,8 +659,6 @@ class ByteLevel:
                     check: object = None, closers: Closers = ()) -> ByteGrammar:
         """The copy of a grammar whose token-level formats name the model tokens ``named``: ``build(ids)`` makes
         it with every model token id ``t`` it names replaced by ``ids[t]``, that token's id in the copy."""
-        from ..compilation.xgrammar_adapter import control_token_bytes
-
         model_ids = sorted(set(named) | set(self._stop_ids))
         ids = {t: 256 + j for j, t in enumerate(model_ids)}
         pieces = [bytes([b]) for b in range(256)]

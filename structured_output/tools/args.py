@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 from .marked import MAX_ARGUMENT_DEPTH, MarkedText, json_depth_ok
 from .order import KEY_ORDERS, KeyOrder, Member, members_any_order, members_in_orders
 from .request import ToolSpec
-from .syntax import (Fmt, LiteralText, const, item_bounds, json_fmt, no_substring_regex, opt, or_, regex, repeated,
+from .syntax import (Fmt, LiteralText, const, item_bounds, json_fmt, opt, or_, raw_text, regex, repeated,
                      seq, star)
 from .xml_values import VALUE_STYLES, ValueStyle, raw_min_length, read_value, split_schema, value_fmt
 
@@ -221,7 +221,7 @@ class XmlArgs(ArgsSyntax):
                 return or_(*[const(v) for v in values])
             if isinstance(sub.get("pattern"), str):
                 return regex(sub["pattern"])
-        return regex(no_substring_regex(self.close, raw_min_length(sub)))
+        return raw_text(self.close, raw_min_length(sub))
 
     def _param(self, key: str, sub: Any, defs: Mapping[str, Any], lit: LiteralText, ws: int | None) -> Fmt:
         value = value_fmt(sub, defs, self.values, close=self.close, json_exclude=self._json_exclude,
@@ -233,7 +233,7 @@ class XmlArgs(ArgsSyntax):
         pre, post = self.param_begin.split("{key}")
         names = [k for k in declared if not re.fullmatch(self.key_pattern, k)]
         key = or_(regex(self.key_pattern), *[const(k) for k in names]) if names else regex(self.key_pattern)
-        return seq(lit(pre), key, lit(post), regex(no_substring_regex(self.close)), lit(self.param_end))
+        return seq(lit(pre), key, lit(post), raw_text(self.close), lit(self.param_end))
 
     def _check_key(self, tool: ToolSpec, key: str, lit: LiteralText) -> None:
         post = self.param_begin.split("{key}")[1]
@@ -446,7 +446,7 @@ class GemmaArgs(ArgsSyntax):
         if sub is not None and isinstance(sub.get("pattern"), str):
             body = regex(sub["pattern"])
         else:
-            body = regex(no_substring_regex(self.quote, raw_min_length(sub)))
+            body = raw_text(self.quote, raw_min_length(sub))
         return seq(lit(self.quote), body, lit(self.quote))
 
     def _literal(self, v: Any, lit: LiteralText, order: KeyOrder) -> Fmt:

@@ -34,7 +34,7 @@ from typing import Any
 from .args import NoMatch, XmlArgs, _json_value, _with_defs, resolve_ref
 from .marked import MarkedText
 from .request import ToolSpec
-from .syntax import Fmt, LiteralText, const, json_fmt, no_substring_regex, opt, or_, regex, seq, star
+from .syntax import Fmt, LiteralText, const, json_fmt, opt, or_, raw_text, regex, seq, star
 
 __all__ = ["DsmlArgs", "split_string_schema"]
 
@@ -125,7 +125,7 @@ class DsmlArgs(XmlArgs):
         alts: list[Fmt] = []
         if strs:
             raws = [self._raw_value(resolve_ref(x, defs)) for x in strs]
-            free = regex(no_substring_regex(self.close))
+            free = raw_text(self.close)
             value = free if free in raws else or_(*raws)
             alts.append(seq(self._open(const(key), True, lit), value, lit(self.param_end)))
         if other is not None:
@@ -135,7 +135,7 @@ class DsmlArgs(XmlArgs):
 
     def _any_param(self, lit: LiteralText, ws: int | None) -> Fmt:
         key = regex(self.key_pattern)
-        raw = seq(self._open(key, True, lit), regex(no_substring_regex(self.close)), lit(self.param_end))
+        raw = seq(self._open(key, True, lit), raw_text(self.close), lit(self.param_end))
         js = seq(self._open(key, False, lit),
                  json_fmt({"type": list(_NON_STRING_TYPES)}, max_whitespace=ws),
                  lit(self.param_end))

@@ -6,9 +6,9 @@ them, and a marker spelled out of ordinary sub-tokens is not a marker. :class:`L
 literal of the call syntax into const strings and token formats. A token is named by its string (the
 manager resolves it against the vocabulary).
 
-:func:`no_substring_regex` is the rule for a raw XML string value: any text (control tokens excluded by
-construction: the rule is made of character classes) that does not contain the value's closing tag,
-so that the first closing tag after a value is always its own; a reader can then cut at it.
+:func:`raw_text` is the rule for a raw XML string value: any text (no control token) that does not contain
+the value's closing tag, so that the first closing tag after a value is always its own; a reader can then cut
+at it.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from typing import Any
 Fmt = dict[str, Any]
 
 __all__ = ["Fmt", "const", "token", "seq", "or_", "opt", "star", "repeated", "item_bounds", "tag", "regex", "json_fmt",
-           "any_tokens", "LiteralText", "no_substring_regex", "structural_tag"]
+           "any_tokens", "LiteralText", "raw_text", "structural_tag"]
 
 
 def const(s: str) -> Fmt:
@@ -168,37 +168,32 @@ def _rx_not(chars: Iterable[str]) -> str:
     return "[^" + "".join(_rx(c) for c in sorted(set(chars))) + "]"
 
 
-def no_substring_regex(forbidden: str, min_length: int = 0) -> str:
-    """A regex for any string, possibly empty (at least ``min_length`` characters long with ``min_length``),
-    that does not contain ``forbidden``.
+def raw_text(forbidden: str, min_length: int = 0) -> Fmt:
+    """Any text, possibly empty (at least ``min_length`` characters long with ``min_length``), that does not
+    contain ``forbidden``: a raw string value ended by its closing tag, so that the first closing tag after a
+    value is always its own and a reader can cut at it.
 
-    Needs ``forbidden[0]`` (say ``a``) to occur nowhere else in it, as in closing tags such as
-    ``</parameter>`` and in ``<|"|>``. Then every ``a`` starts a chunk, and a string avoids ``forbidden``
-    iff no chunk starts with it::
+    xgrammar's ``any_text`` with ``forbidden`` excluded (the compiler adds the control tokens' mark to its
+    excludes, so no control token occurs in it: ``compilation/xgrammar_adapter.py``). Its masks are computed
+    from one automaton of the excluded strings; the same language as character classes (a chunk per
+    ``forbidden[0]``) needs two precomputed states per character of ``forbidden`` (about 0.4 s per distinct
+    closing tag on a 248k vocabulary) and fills a row some 20 times slower (``python -m bench tools``).
+    ``any_text`` reads bytes, not UTF-8: a byte token that starts no character (a lone continuation byte) is
+    allowed in it, as in xgrammar's own structural tags for these formats (docs/limits.md).
 
-        [^a]* ( a Y )*     Y = ( [^s1 a][^a]* | s1 ( [^s2 a][^a]* | s2 ( ... ( [^s(n-1) a][^a]* )? ... )? )? )?
-
-    Character classes only, so control tokens (whose text is private bytes, never UTF-8) never
-    match. This form keeps xgrammar's token masks precomputable, so a mask fill inside such a value
-    reads precomputed masks; the textbook automaton form (``(B* C)*`` loops) defeats that
-    precomputation, and every fill then walks the whole vocabulary."""
+    ``min_length``: that many units first (a regex), each a character other than ``a = forbidden[0]``, or ``a``
+    and a character other than ``forbidden[1]`` and ``a``: at least one character each, and no ``forbidden[:2]``
+    in or across them, so ``forbidden`` cannot start among them (a value that holds ``forbidden[:2]`` within its
+    first ``min_length`` characters is not admitted). Needs ``forbidden[0]`` to occur nowhere else in it, as in
+    closing tags such as ``</parameter>`` and in ``<|"|>``."""
     s = forbidden
     if not s:
-        raise ValueError("no_substring_regex: the forbidden string is empty")
+        raise ValueError("raw_text: the forbidden string is empty")
+    body: Fmt = {"type": "any_text", "excludes": [s]}
+    if min_length <= 0:
+        return body
     a = s[0]
     if a in s[1:]:
-        raise ValueError(f"no_substring_regex: {s!r} repeats its first character")
-    rest = _rx_not(a) + "*"
-    # ``min_length``: that many units first, each a character other than ``a`` or ``a`` and a character other
-    # than ``s1`` and ``a`` (at least one character each, and no ``a s1`` in or across them: a value that begins
-    # with ``forbidden[:2]`` within its first ``min_length`` characters is not admitted)
-    head = ""
-    if min_length > 0:
-        unit = _rx_not(a) if len(s) == 1 else f"({_rx_not(a)}|{_rx(a)}{_rx_not([s[1], a])})"
-        head = f"{unit}{{{min_length}}}"
-    if len(s) == 1:
-        return head + rest
-    y = f"({_rx_not([s[-1], a])}{rest})?"  # reading the last character would complete it
-    for k in range(len(s) - 2, 0, -1):
-        y = f"({_rx_not([s[k], a])}{rest}|{_rx(s[k])}{y})?"
-    return f"{head}{rest}({_rx(a)}{y})*"
+        raise ValueError(f"raw_text: {s!r} repeats its first character")
+    unit = _rx_not(a) if len(s) == 1 else f"({_rx_not(a)}|{_rx(a)}{_rx_not([s[1], a])})"
+    return seq(regex(f"{unit}{{{min_length}}}"), body)

@@ -41,7 +41,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from .marked import MAX_ARGUMENT_DEPTH, json_depth_ok
-from .syntax import Fmt, const, item_bounds, json_fmt, no_substring_regex, opt, or_, regex, repeated, seq, star
+from .syntax import Fmt, const, item_bounds, json_fmt, opt, or_, raw_text, regex, repeated, seq, star
 
 __all__ = ["ValueStyle", "VALUE_STYLES", "split_schema", "value_fmt", "read_value", "python_literal", "raw_min_length"]
 
@@ -140,7 +140,7 @@ def split_schema(schema: Any, defs: Mapping[str, Any], depth: int = 0) -> tuple[
 
 def _raw_fmt(part: StringPart, close: str) -> Fmt:
     if part.any:
-        return regex(no_substring_regex(close, part.min_length))
+        return raw_text(close, part.min_length)
     for v in part.enum:
         if close in v:
             raise ValueError(f"enum value {v!r} contains the closing tag {close!r}")
@@ -185,8 +185,12 @@ def _cls_not(chars: set[str]) -> str:
 
 def _units_avoiding(forbidden: str, excluded: set[str], escape: str) -> str:
     """A regex for a sequence of units (a character not in ``excluded``, or an ``escape``, which never
-    holds ``forbidden[0]``) whose text does not contain ``forbidden``: :func:`no_substring_regex`
-    over units."""
+    holds ``forbidden[0]``) whose text does not contain ``forbidden``: every ``a = forbidden[0]`` starts a chunk,
+    and the text avoids ``forbidden`` iff no chunk starts with it::
+
+        U* ( a Y )*     U = a unit other than a;  Y = ( U(not s1) U* | s1 ( U(not s2) U* | s2 ( ... )? )? )?
+
+    (character classes: a quoted string's escapes are units, which ``any_text`` cannot express)."""
     a = forbidden[0]
     if a in forbidden[1:] or any(c in excluded for c in forbidden):
         raise ValueError(f"cannot exclude {forbidden!r} from a quoted string")

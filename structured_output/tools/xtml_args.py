@@ -38,7 +38,7 @@ from .args import NoMatch, XmlArgs, _with_defs, resolve_ref
 from .dsml import DsmlArgs, split_string_schema
 from .marked import MarkedText
 from .request import ToolSpec
-from .syntax import Fmt, LiteralText, const, json_fmt, no_substring_regex, or_, regex, seq, star
+from .syntax import Fmt, LiteralText, const, json_fmt, or_, raw_text, regex, seq, star
 from .xml_values import raw_min_length
 
 __all__ = ["XtmlArgs", "split_by_type", "escape_attr", "unescape_attr", "read_attributes", "XTML_TYPES"]
@@ -173,7 +173,7 @@ class XtmlArgs(DsmlArgs):
         return seq(lit(pre), key, lit(post.replace("{type}", type_name)))
 
     def _free_raw(self, min_length: int = 0) -> Fmt:
-        return regex(no_substring_regex(self.stop, min_length))
+        return raw_text(self.stop, min_length)
 
     def _raw_value(self, sub: Mapping[str, Any] | None) -> Fmt:
         if sub is not None:
