@@ -1,5 +1,5 @@
 """String length bounds in the tool grammars. The raw-text rule of an XML / DSML / Gemma string value
-(``tools/syntax.py``'s ``no_substring_regex``), checked on random strings against its definition: a value never
+(``tools/syntax.py``'s ``raw_text``), checked on random strings against its definition: a value never
 holds its closing tag, and with ``minLength`` it holds at least that many characters; every value with no ``<``
 among its first ``minLength`` characters is admitted (a ``<`` there costs one more character, docs/limits.md).
 Python-quoted strings (``py_values.quoted``) against Python's own ``repr``. Then end to end: a strict tool's
@@ -20,10 +20,11 @@ from thinkgate.structured_output.compilation.compiler import Compiler
 from thinkgate.structured_output.compilation.schema_support import new_matcher
 from thinkgate.structured_output.tools import build_tool_constraint
 from thinkgate.structured_output.tools.py_values import quoted
-from thinkgate.structured_output.tools.syntax import no_substring_regex
+from thinkgate.structured_output.compilation.xgrammar_adapter import CONTROL_MARK, control_token_bytes
+from thinkgate.structured_output.tools.syntax import raw_text, structural_tag
 from thinkgate.testing.vocabularies import FORMAT_VOCABULARY
 
-_INFO = xgr.TokenizerInfo([bytes([b]) for b in range(256)] + [b"\xff\xfestop"], stop_token_ids=[256])
+_INFO = xgr.TokenizerInfo([bytes([b]) for b in range(256)] + [control_token_bytes(256)], stop_token_ids=[256])
 _COMPILER = xgr.GrammarCompiler(_INFO, max_threads=1, cache_enabled=False)
 
 
@@ -41,7 +42,11 @@ def _accepts(compiled: xgr.CompiledGrammar, text: str) -> bool:
 @pytest.mark.parametrize("forbidden", ["</p>", "<|\"|>", "</x>\n", "<"])
 @pytest.mark.parametrize("min_length", [0, 1, 3, 7])
 def test_raw_text_rule_on_random_strings(forbidden, min_length):
-    compiled = _COMPILER.compile_grammar(xgr.Grammar.from_regex(no_substring_regex(forbidden, min_length)))
+    fmt = raw_text(forbidden, min_length)
+    for f in fmt.get("elements", [fmt]):  # the compiler's resolution adds the control mark (xgrammar_adapter)
+        if f["type"] == "any_text":
+            f["excludes"].append(CONTROL_MARK)
+    compiled = _COMPILER.compile_grammar(xgr.Grammar.from_structural_tag(json.dumps(structural_tag(fmt))))
     alphabet = sorted(set(forbidden)) + ["a", " "]
     seed = random.randrange(1 << 30)
     rng = random.Random(seed)
@@ -134,3 +139,37 @@ def test_the_shortest_call_a_grammar_admits_keeps_min_length(fmt):
     assert len(calls) == 1, text
     args = json.loads(calls[0].arguments)
     jsonschema.validate(args, _BOUNDED[0]["function"]["parameters"])  # 3 to 8 characters
+
+
+@pytest.mark.parametrize("pattern", [r"^[A-Z]{3}$", r"^[A-Za-z]+/[A-Za-z_]+$", r"^[0-9*/, -]+$", r"^(ab|c)+\d?$"])
+def test_python_quoted_strings_follow_an_anchored_pattern(pattern):
+    """``py_values.quoted_pattern``: a string's ``repr`` is admitted exactly when the string matches the pattern
+    (random strings over the pattern's characters and the ones it refuses, fresh seed)."""
+    import re
+
+    from thinkgate.structured_output.tools.py_values import quoted_pattern
+
+    for quote in ("'", '"'):
+        rx = quoted_pattern(quote, pattern)
+        assert rx is not None
+        compiled = _COMPILER.compile_grammar(xgr.Grammar.from_regex(rx))
+        seed = random.randrange(1 << 30)
+        rng = random.Random(seed)
+        seen = {True: 0, False: 0}
+        for _ in range(400):
+            s = "".join(rng.choice("ABCZabcz09/_*, -'\"\\é") for _ in range(rng.randrange(7)))
+            if rng.random() < 0.3:  # a string the pattern takes, built from its own pieces
+                s = rng.choice(["ABC", "Europe/Paris", "*/5 1,2 -", "abcc4", "cab"])
+            text = repr(s) if repr(s)[0] == quote else quote + s + quote
+            want = re.fullmatch(pattern[1:-1], s, re.ASCII) is not None
+            seen[want] += 1
+            assert _accepts(compiled, text) == want, (seed, pattern, s)
+        assert seen[True] and seen[False]
+
+
+@pytest.mark.parametrize("pattern", [r"[A-Z]+", r"^.*$", r"^[^a]+$", r"^\s+$", r"^(a|'b)$", r"^(?P<x>a)$", r"^a\$",
+                                     r"^[\u0000-\uffff]$", 7, None])
+def test_a_pattern_python_would_escape_or_xgrammar_cannot_read_stays_unenforced(pattern):
+    from thinkgate.structured_output.tools.py_values import quoted_pattern
+
+    assert quoted_pattern("'", pattern) is None

@@ -13,8 +13,10 @@ are literals. Two spellings of the values, as their templates and prompts write 
 
 The grammar (:class:`PyArgsGrammar`): a tool's keywords in its schema's property order, each one
 optional unless required, separated by ``", "``; values typed by their schema (``const`` / ``enum``,
-``anyOf`` / ``oneOf``, type lists, nested objects and arrays). String keywords that a regex over Python
-escapes cannot express exactly (``pattern``, ``format``, lengths) are not enforced by the grammar; the
+``anyOf`` / ``oneOf``, type lists, nested objects and arrays). A string's ``pattern`` is enforced where it is
+anchored and spells its strings without escapes (:func:`quoted_pattern`), else its lengths; string keywords
+that a regex over Python escapes cannot express exactly (other patterns, ``format``) are not enforced by the
+grammar; the
 request's rules check an enforced tool's arguments against its schema after the fact (``policy.py``).
 A tool whose arguments are not enforced takes any keywords (identifiers) with any literal values,
 nested :attr:`PyArgsGrammar.any_depth` levels. A property name that is no Python identifier, or is a
@@ -39,6 +41,8 @@ import unicodedata
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
+
+import xgrammar as xgr
 
 from .args import resolve_ref
 from .marked import MAX_ARGUMENT_DEPTH
@@ -75,6 +79,77 @@ def quoted(quote: str, min_length: int = 0, max_length: int | None = None) -> st
 SINGLE_QUOTED = quoted("'")
 DOUBLE_QUOTED = quoted('"')
 
+_UNESCAPED_MAX_RANGE = 4096  # a character class range wider than this is not checked character by character
+
+
+def _unescaped(c: int) -> bool:
+    """Python writes the character ``c`` as itself inside either quote (``repr``)."""
+    ch = chr(c)
+    return ch.isprintable() and ch not in "'\"\\"
+
+
+def _spelled_as_is(nodes: Any) -> bool:
+    """Every string the parsed regex ``nodes`` (``re._parser``) matches is written by Python as itself inside
+    quotes: only characters :func:`_unescaped` accepts, from literals, non-negated classes, ``\\d`` / ``\\w``,
+    groups, alternations and repeats."""
+    from re import _constants as c  # type: ignore[attr-defined]
+
+    for op, av in nodes:
+        if op is c.LITERAL:
+            ok = _unescaped(av)
+        elif op is c.IN:
+            ok = all(_class_item_as_is(o, a) for o, a in av)
+        elif op in (c.MAX_REPEAT, c.MIN_REPEAT):
+            ok = _spelled_as_is(av[2])
+        elif op is c.SUBPATTERN:
+            ok = _spelled_as_is(av[3])
+        elif op is c.BRANCH:
+            ok = all(_spelled_as_is(b) for b in av[1])
+        else:  # ., negated classes, \s, anchors inside, look-arounds, back-references
+            ok = False
+        if not ok:
+            return False
+    return True
+
+
+def _class_item_as_is(op: Any, av: Any) -> bool:
+    from re import _constants as c  # type: ignore[attr-defined]
+
+    if op is c.LITERAL:
+        return _unescaped(av)
+    if op is c.RANGE:
+        lo, hi = av
+        return hi - lo <= _UNESCAPED_MAX_RANGE and all(_unescaped(x) for x in range(lo, hi + 1))
+    if op is c.CATEGORY:
+        return av in (c.CATEGORY_DIGIT, c.CATEGORY_WORD)
+    return False  # a negated class
+
+
+def quoted_pattern(quote: str, pattern: Any) -> str | None:
+    """A regex for a Python string literal in ``quote`` whose value matches the JSON-schema ``pattern``, where
+    that is exact: the pattern is anchored at both ends (``^...$``) and every string it matches is written
+    without escapes (:func:`_spelled_as_is`: ``^[A-Z]{3}$``, ``^[A-Za-z]+/[A-Za-z_]+$``, ``^[0-9*/, -]+$``).
+    Else None (the pattern is then checked after the fact only)."""
+    import re
+
+    if not isinstance(pattern, str) or len(pattern) < 2 or pattern[0] != "^" or not pattern.endswith("$"):
+        return None
+    body = pattern[1:-1]
+    if body.endswith("\\") and not body.endswith("\\\\"):
+        return None  # the ``$`` was escaped
+    try:
+        nodes = re._parser.parse(body)  # type: ignore[attr-defined]
+    except (re.error, RecursionError, OverflowError):
+        return None
+    if not _spelled_as_is(nodes):
+        return None
+    out = f"{quote}({body}){quote}"
+    try:  # a pattern Python reads and xgrammar does not ((?P<name>...)) stays unenforced rather than fail the tool
+        xgr.Grammar.from_regex(out)
+    except Exception:  # noqa: BLE001 - xgrammar reports a bad regex as RuntimeError / its own errors
+        return None
+    return out
+
 
 def _length_bounds(s: Mapping[str, Any] | None) -> tuple[int, int | None]:
     """The ``(minLength, maxLength)`` of a string schema that a quoted string's rule enforces."""
@@ -96,12 +171,16 @@ class PyArgsGrammar:
 
     # -- literals
     def _string(self, s: Mapping[str, Any] | None = None) -> Fmt:
-        """A string (``s``: its schema, whose ``minLength`` / ``maxLength`` are enforced up to
-        ``xml_values.MAX_RAW_MIN_LENGTH``; a larger ``maxLength`` is not enforced)."""
+        """A string (``s``: its schema, whose ``pattern`` is enforced where :func:`quoted_pattern` writes it, else
+        its ``minLength`` / ``maxLength`` up to ``xml_values.MAX_RAW_MIN_LENGTH``; a larger ``maxLength`` is not
+        enforced)."""
+        quotes = ("'",) if self.style == "olmo" else ("'", '"')
+        if isinstance(s, Mapping) and s.get("pattern") is not None:
+            patterns = [quoted_pattern(q, s["pattern"]) for q in quotes]
+            if all(patterns):
+                return or_(*[regex(p) for p in patterns if p])
         lo, hi = _length_bounds(s)
-        if self.style == "olmo":
-            return regex(quoted("'", lo, hi))
-        return or_(regex(quoted("'", lo, hi)), regex(quoted('"', lo, hi)))
+        return or_(*[regex(quoted(q, lo, hi)) for q in quotes])
 
     def _words(self) -> tuple[str, str, str]:
         return ("true", "false", "null") if self.style == "olmo" else ("True", "False", "None")
