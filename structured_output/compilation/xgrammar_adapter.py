@@ -187,16 +187,33 @@ class GrammarBuilder:
         if not isinstance(tag.get("format"), Mapping):
             raise ValueError('invalid structural tag: "format" must be an object')
         found = [False]
-        out = self._resolve(tag, found, "$")
+        out = self._resolve(tag, found, "$", False)
         return out, found[0]
 
-    def _resolve(self, node: Any, found: list[bool], path: str) -> Any:
+    def _resolve(self, node: Any, found: list[bool], path: str, text_end: bool) -> Any:
+        """``text_end``: ``node`` lies inside the content of a tag whose end is text; xgrammar adds that end to
+        every ``any_text`` there, so a raw value (an ``any_text`` with one excluded string, ``syntax.raw_text``)
+        becomes its character-class form (``syntax.no_substring_regex``), which the end cannot cut."""
         if isinstance(node, list):
-            return [self._resolve(x, found, f"{path}[{i}]") for i, x in enumerate(node)]
+            return [self._resolve(x, found, f"{path}[{i}]", text_end) for i, x in enumerate(node)]
         if not isinstance(node, Mapping):
             return node
-        out = {k: self._resolve(v, found, f"{path}.{k}") for k, v in node.items()}
         kind = node.get("type")
+        end = node.get("end")
+        inner = text_end or (kind == "tag" and bool(end) and (isinstance(end, str) or isinstance(end, list)))
+        # a tag's content that is itself free text keeps xgrammar's meaning (text up to the end)
+        out = {k: self._resolve(v, found, f"{path}.{k}",
+                                inner if k == "content" and not _is_any_text(v) else text_end)
+               for k, v in node.items()}
+        if kind == "any_text" and text_end:
+            from ..tools.syntax import no_substring_regex
+
+            excludes = out.get("excludes")
+            if isinstance(excludes, list) and len(excludes) == 1 and isinstance(excludes[0], str):
+                try:
+                    return {"type": "regex", "pattern": no_substring_regex(excludes[0])}
+                except ValueError:
+                    pass
         for field_name in _LITERAL_FIELDS.get(kind, ()) if isinstance(kind, str) else ():
             self._check_literal(out.get(field_name), f"{path}.{field_name}")
         if kind == "dispatch" and isinstance(out.get("rules"), list):
@@ -244,6 +261,10 @@ class GrammarBuilder:
                                  f"vocabulary {vocab.name!r}")
             return tid
         return value  # let xgrammar report the type error
+
+
+def _is_any_text(node: Any) -> bool:
+    return isinstance(node, Mapping) and node.get("type") == "any_text"
 
 
 def _names_tokens(kind: Any) -> bool:
