@@ -11,8 +11,9 @@ spelled as private bytes, ``0xFF``, then :data:`CONTROL_MARK` (U+10FFFF, a Unico
 its id in ASCII: ``0xFF`` never occurs in UTF-8, so no rule that reads UTF-8 text (JSON strings, regex, EBNF
 character classes) can ever match such a token; ``any_text`` reads bytes, so every ``any_text`` of a structural
 tag excludes :data:`CONTROL_MARK` (added by :meth:`GrammarBuilder.resolve_structural_tag`), and a control
-token's spelling reaches it right after its first byte. The token-level formats of a structural tag (``token``, ``exclude_token``, ``any_tokens``,
-``token_triggered_tags``, ``token_dispatch``) still match it by id. Token names in those formats are
+token's spelling reaches it right after its first byte. The token-level formats of a structural tag
+(``token``, ``exclude_token``, ``any_tokens``, ``token_triggered_tags``, ``token_dispatch``) still match it by
+id. Token names in those formats are
 resolved to ids with the :class:`~reasoning.Vocabulary` before compiling (a name that is not one token
 is a ``ValueError``), and a literal the output must spell (``const_string``, a tag's ``begin`` /
 ``end``, a trigger, a separator) that contains a control token's text is a ``ValueError`` naming
@@ -209,7 +210,8 @@ class GrammarBuilder:
             from ..tools.syntax import no_substring_regex
 
             excludes = out.get("excludes")
-            if isinstance(excludes, list) and len(excludes) == 1 and isinstance(excludes[0], str):
+            if (isinstance(excludes, list) and len(excludes) == 1 and isinstance(excludes[0], str)
+                    and len(excludes[0]) <= _RAW_CLOSE_MAX):  # a longer one (a client's) stays any_text
                 try:
                     return {"type": "regex", "pattern": no_substring_regex(excludes[0])}
                 except ValueError:
@@ -261,6 +263,10 @@ class GrammarBuilder:
                                  f"vocabulary {vocab.name!r}")
             return tid
         return value  # let xgrammar report the type error
+
+
+# the longest closing tag a raw value's character-class form is written for (its rules grow with it)
+_RAW_CLOSE_MAX = 64
 
 
 def _is_any_text(node: Any) -> bool:

@@ -211,7 +211,8 @@ def no_substring_regex(forbidden: str, min_length: int = 0) -> str:
 
     Character classes only, so control tokens (whose text is private bytes, never UTF-8) never
     match, and neither does invalid UTF-8. The compiler uses it for a :func:`raw_text` inside a tag that ends
-    with text (xgrammar adds such a tag's end to its ``any_text``'s excludes: ``xgrammar_adapter``). This form keeps xgrammar's token masks precomputable, so a mask fill inside such a value
+    with text (xgrammar adds such a tag's end to its ``any_text``'s excludes: ``xgrammar_adapter``). This form
+    keeps xgrammar's token masks precomputable, so a mask fill inside such a value
     reads precomputed masks; the textbook automaton form (``(B* C)*`` loops) defeats that
     precomputation, and every fill then walks the whole vocabulary."""
     s = forbidden
