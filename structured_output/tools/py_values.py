@@ -126,8 +126,15 @@ def _class_item_as_is(op: Any, av: Any) -> bool:
 
 
 def quoted_pattern(quote: str, pattern: Any) -> str | None:
-    """A regex for a Python string literal in ``quote`` whose value matches the JSON-schema ``pattern``, where
-    that is exact: the pattern is anchored at both ends (``^...$``) and every string it matches is written
+    """A regex for a Python string literal in ``quote`` whose value matches the JSON-schema ``pattern`` where
+    :func:`pattern_body` finds that exact, else None."""
+    body = pattern_body(pattern)
+    return None if body is None else f"{quote}({body}){quote}"
+
+
+def pattern_body(pattern: Any) -> str | None:
+    """The regex between the quotes of a Python string literal whose value matches the JSON-schema ``pattern``,
+    where that is exact: the pattern is anchored at both ends (``^...$``) and every string it matches is written
     without escapes (:func:`_spelled_as_is`: ``^[A-Z]{3}$``, ``^[A-Za-z]+/[A-Za-z_]+$``, ``^[0-9*/, -]+$``).
     Else None (the pattern is then checked after the fact only)."""
     import re
@@ -143,12 +150,11 @@ def quoted_pattern(quote: str, pattern: Any) -> str | None:
         return None
     if not _spelled_as_is(nodes):
         return None
-    out = f"{quote}({body}){quote}"
     try:  # a pattern Python reads and xgrammar does not ((?P<name>...)) stays unenforced rather than fail the tool
-        xgr.Grammar.from_regex(out)
+        xgr.Grammar.from_regex(f"({body})")
     except Exception:  # noqa: BLE001 - xgrammar reports a bad regex as RuntimeError / its own errors
         return None
-    return out
+    return body
 
 
 def _length_bounds(s: Mapping[str, Any] | None) -> tuple[int, int | None]:
@@ -176,9 +182,9 @@ class PyArgsGrammar:
         enforced)."""
         quotes = ("'",) if self.style == "olmo" else ("'", '"')
         if isinstance(s, Mapping) and s.get("pattern") is not None:
-            patterns = [quoted_pattern(q, s["pattern"]) for q in quotes]
-            if all(patterns):
-                return or_(*[regex(p) for p in patterns if p])
+            body = pattern_body(s["pattern"])
+            if body is not None:
+                return or_(*[regex(f"{q}({body}){q}") for q in quotes])
         lo, hi = _length_bounds(s)
         return or_(*[regex(quoted(q, lo, hi)) for q in quotes])
 

@@ -177,7 +177,7 @@ def raw_text(forbidden: str, min_length: int = 0) -> Fmt:
     excludes, so no control token occurs in it: ``compilation/xgrammar_adapter.py``). Its masks are computed
     from one automaton of the excluded strings; the same language as character classes (a chunk per
     ``forbidden[0]``) needs two precomputed states per character of ``forbidden`` (about 0.4 s per distinct
-    closing tag on a 248k vocabulary) and fills a row some 20 times slower (``python -m bench tools``).
+    closing tag on a 248k vocabulary) and fills a row some 20 times slower (measured in-process: docs/results.md).
     ``any_text`` reads bytes, not UTF-8: a byte token that starts no character (a lone continuation byte) is
     allowed in it, as in xgrammar's own structural tags for these formats (docs/limits.md).
 
@@ -186,17 +186,19 @@ def raw_text(forbidden: str, min_length: int = 0) -> Fmt:
     in or across them, so ``forbidden`` cannot start among them (a value that holds ``forbidden[:2]`` within its
     first ``min_length`` characters is not admitted). Needs ``forbidden[0]`` to occur nowhere else in it, as in
     closing tags such as ``</parameter>`` and in ``<|"|>``."""
-    s = forbidden
-    if not s:
+    if not forbidden:
         raise ValueError("raw_text: the forbidden string is empty")
-    body: Fmt = {"type": "any_text", "excludes": [s]}
-    if min_length <= 0:
-        return body
+    body: Fmt = {"type": "any_text", "excludes": [forbidden]}
+    return seq(regex(_min_head(forbidden, min_length)), body) if min_length > 0 else body
+
+
+def _min_head(s: str, min_length: int) -> str:
+    """The regex of ``min_length`` units that no string avoiding ``s`` can start ``s`` in (:func:`raw_text`)."""
     a = s[0]
     if a in s[1:]:
-        raise ValueError(f"raw_text: {s!r} repeats its first character")
+        raise ValueError(f"{s!r} repeats its first character")
     unit = _rx_not(a) if len(s) == 1 else f"({_rx_not(a)}|{_rx(a)}{_rx_not([s[1], a])})"
-    return seq(regex(f"{unit}{{{min_length}}}"), body)
+    return f"{unit}{{{min_length}}}"
 
 
 def no_substring_regex(forbidden: str, min_length: int = 0) -> str:
@@ -225,10 +227,7 @@ def no_substring_regex(forbidden: str, min_length: int = 0) -> str:
     # ``min_length``: that many units first, each a character other than ``a`` or ``a`` and a character other
     # than ``s1`` and ``a`` (at least one character each, and no ``a s1`` in or across them: a value that begins
     # with ``forbidden[:2]`` within its first ``min_length`` characters is not admitted)
-    head = ""
-    if min_length > 0:
-        unit = _rx_not(a) if len(s) == 1 else f"({_rx_not(a)}|{_rx(a)}{_rx_not([s[1], a])})"
-        head = f"{unit}{{{min_length}}}"
+    head = _min_head(s, min_length) if min_length > 0 else ""
     if len(s) == 1:
         return head + rest
     y = f"({_rx_not([s[-1], a])}{rest})?"  # reading the last character would complete it
