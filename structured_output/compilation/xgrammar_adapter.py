@@ -48,6 +48,7 @@ from thinkgate.reasoning.vocabulary import Vocabulary
 
 from .closers import text_closers
 from .constraints import Constraint
+from .text_regex import no_substring_regex
 
 __all__ = ["CONTROL_MARK", "GrammarBuilder", "build_tokenizer_info", "control_token_bytes", "xgrammar_message"]
 
@@ -194,7 +195,7 @@ class GrammarBuilder:
     def _resolve(self, node: Any, found: list[bool], path: str, text_end: bool) -> Any:
         """``text_end``: ``node`` lies inside the content of a tag whose end is text; xgrammar adds that end to
         every ``any_text`` there, so a raw value (an ``any_text`` with one excluded string, ``syntax.raw_text``)
-        becomes its character-class form (``syntax.no_substring_regex``), which the end cannot cut."""
+        becomes its character-class form (``text_regex.no_substring_regex``), which the end cannot cut."""
         if isinstance(node, list):
             return [self._resolve(x, found, f"{path}[{i}]", text_end) for i, x in enumerate(node)]
         if not isinstance(node, Mapping):
@@ -207,8 +208,6 @@ class GrammarBuilder:
                                 inner if k == "content" and not _is_any_text(v) else text_end)
                for k, v in node.items()}
         if kind == "any_text" and text_end:
-            from ..tools.syntax import no_substring_regex
-
             excludes = out.get("excludes")
             if (isinstance(excludes, list) and len(excludes) == 1 and isinstance(excludes[0], str)
                     and len(excludes[0]) <= _RAW_CLOSE_MAX):  # a longer one (a client's) stays any_text

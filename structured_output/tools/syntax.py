@@ -16,10 +16,12 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from ..compilation.text_regex import min_head
+
 Fmt = dict[str, Any]
 
 __all__ = ["Fmt", "const", "token", "seq", "or_", "opt", "star", "repeated", "item_bounds", "tag", "regex", "json_fmt",
-           "any_tokens", "LiteralText", "raw_text", "no_substring_regex", "structural_tag"]
+           "any_tokens", "LiteralText", "raw_text", "structural_tag"]
 
 
 def const(s: str) -> Fmt:
@@ -157,17 +159,6 @@ class LiteralText:
 # --------------------------------------------------------------------------------------------------
 # "any text without substring S"
 
-_RX_NAMES = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
-
-
-def _rx(c: str) -> str:
-    return _RX_NAMES.get(c) or ("\\" + c if c in "\\^$.|?*+()[]{}/-\"" else c)
-
-
-def _rx_not(chars: Iterable[str]) -> str:
-    return "[^" + "".join(_rx(c) for c in sorted(set(chars))) + "]"
-
-
 def raw_text(forbidden: str, min_length: int = 0) -> Fmt:
     """Any text, possibly empty (at least ``min_length`` characters long with ``min_length``), that does not
     contain ``forbidden``: a raw string value ended by its closing tag, so that the first closing tag after a
@@ -189,48 +180,6 @@ def raw_text(forbidden: str, min_length: int = 0) -> Fmt:
     if not forbidden:
         raise ValueError("raw_text: the forbidden string is empty")
     body: Fmt = {"type": "any_text", "excludes": [forbidden]}
-    return seq(regex(_min_head(forbidden, min_length)), body) if min_length > 0 else body
+    return seq(regex(min_head(forbidden, min_length)), body) if min_length > 0 else body
 
 
-def _min_head(s: str, min_length: int) -> str:
-    """The regex of ``min_length`` units that no string avoiding ``s`` can start ``s`` in (:func:`raw_text`)."""
-    a = s[0]
-    if a in s[1:]:
-        raise ValueError(f"{s!r} repeats its first character")
-    unit = _rx_not(a) if len(s) == 1 else f"({_rx_not(a)}|{_rx(a)}{_rx_not([s[1], a])})"
-    return f"{unit}{{{min_length}}}"
-
-
-def no_substring_regex(forbidden: str, min_length: int = 0) -> str:
-    """A regex for any string, possibly empty (at least ``min_length`` characters long with ``min_length``),
-    that does not contain ``forbidden``.
-
-    Needs ``forbidden[0]`` (say ``a``) to occur nowhere else in it, as in closing tags such as
-    ``</parameter>`` and in ``<|"|>``. Then every ``a`` starts a chunk, and a string avoids ``forbidden``
-    iff no chunk starts with it::
-
-        [^a]* ( a Y )*     Y = ( [^s1 a][^a]* | s1 ( [^s2 a][^a]* | s2 ( ... ( [^s(n-1) a][^a]* )? ... )? )? )?
-
-    Character classes only, so control tokens (whose text is private bytes, never UTF-8) never
-    match, and neither does invalid UTF-8. The compiler uses it for a :func:`raw_text` inside a tag that ends
-    with text (xgrammar adds such a tag's end to its ``any_text``'s excludes: ``xgrammar_adapter``). This form
-    keeps xgrammar's token masks precomputable, so a mask fill inside such a value
-    reads precomputed masks; the textbook automaton form (``(B* C)*`` loops) defeats that
-    precomputation, and every fill then walks the whole vocabulary."""
-    s = forbidden
-    if not s:
-        raise ValueError("no_substring_regex: the forbidden string is empty")
-    a = s[0]
-    if a in s[1:]:
-        raise ValueError(f"no_substring_regex: {s!r} repeats its first character")
-    rest = _rx_not(a) + "*"
-    # ``min_length``: that many units first, each a character other than ``a`` or ``a`` and a character other
-    # than ``s1`` and ``a`` (at least one character each, and no ``a s1`` in or across them: a value that begins
-    # with ``forbidden[:2]`` within its first ``min_length`` characters is not admitted)
-    head = _min_head(s, min_length) if min_length > 0 else ""
-    if len(s) == 1:
-        return head + rest
-    y = f"({_rx_not([s[-1], a])}{rest})?"  # reading the last character would complete it
-    for k in range(len(s) - 2, 0, -1):
-        y = f"({_rx_not([s[k], a])}{rest}|{_rx(s[k])}{y})?"
-    return f"{head}{rest}({_rx(a)}{y})*"
