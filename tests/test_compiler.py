@@ -3,6 +3,7 @@ messages, the "allows everything" rows, and the compile pool."""
 
 from __future__ import annotations
 
+import json
 import time
 
 import numpy as np
@@ -90,6 +91,38 @@ def test_token_formats_name_control_tokens(qwen_vocab, qwen_compiler):
     assert m.accept_token(etc)
     assert _allowed(m, v.logits_width) == set(v.stop_token_ids)
     assert m.accept_token(stop) and m.is_terminated()
+
+
+def _accepts(compiled, vocab, text: str) -> bool:
+    m = xgr.GrammarMatcher(compiled.grammar)
+    return all(m.accept_token(t) for t in vocab.encode(text))
+
+
+@pytest.mark.parametrize("end", ["\n", "</call>\n", ["\n", "</call>"]])
+def test_raw_values_inside_a_text_ended_tag_keep_their_own_excludes(qwen_vocab, qwen_compiler, end):
+    """xgrammar adds a tag's text end to every ``any_text`` in its content: a raw value (``any_text`` with its
+    closing tag excluded) inside hy_v3's call tag, which ends with ``"\\n"``, could not hold a newline. The
+    value holds the tag's end and still stops at its own closing tag; free text that is the tag's whole content
+    still ends at the tag's end (xgrammar's meaning)."""
+    v = qwen_vocab
+    value = {"type": "sequence", "elements": [
+        {"type": "const_string", "value": "<v>"}, {"type": "any_text", "excludes": ["</v>"]},
+        {"type": "const_string", "value": "</v>"}]}
+    tag = {"type": "structural_tag", "format": {"type": "tags_with_separator", "separator": ";",
+                                                "at_least_one": True, "stop_after_first": False, "tags": [
+        {"type": "tag", "begin": "<call>", "content": {"type": "star", "content": value}, "end": end}]}}
+    c = qwen_compiler.compile(Constraint.structural_tag(tag))
+    e = end if isinstance(end, str) else end[0]
+    assert _accepts(c, v, f"<call><v>a\nb</call>\nc</v><v></v>{e};<call>{e}")
+    assert not _accepts(c, v, "<call><v>a</v>b</v>")
+    resolved, _ = qwen_compiler.resolve_structural_tag(tag)
+    assert "regex" not in json.dumps(resolved)  # still xgrammar's any_text, not its character-class form
+
+    free = {"type": "structural_tag", "format": {"type": "tag", "begin": "<call>",
+                                                 "content": {"type": "any_text"}, "end": "</call>"}}
+    c = qwen_compiler.compile(Constraint.structural_tag(free))
+    assert _accepts(c, v, "<call>a\nb</call>")
+    assert not _accepts(c, v, "<call>a</call>b")
 
 
 def test_resolve_structural_tag_names(qwen_vocab, qwen_compiler):

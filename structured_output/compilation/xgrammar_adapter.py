@@ -48,7 +48,6 @@ from thinkgate.reasoning.vocabulary import Vocabulary
 
 from .closers import text_closers
 from .constraints import Constraint
-from .text_regex import no_substring_regex
 
 __all__ = ["CONTROL_MARK", "GrammarBuilder", "build_tokenizer_info", "control_token_bytes", "xgrammar_message"]
 
@@ -193,28 +192,18 @@ class GrammarBuilder:
         return out, found[0]
 
     def _resolve(self, node: Any, found: list[bool], path: str, text_end: bool) -> Any:
-        """``text_end``: ``node`` lies inside the content of a tag whose end is text; xgrammar adds that end to
-        every ``any_text`` there, so a raw value (an ``any_text`` with one excluded string, ``syntax.raw_text``)
-        becomes its character-class form (``text_regex.no_substring_regex``), which the end cannot cut."""
+        """``text_end``: ``node`` lies inside the content of a tag whose end is text (:func:`_own_end`)."""
         if isinstance(node, list):
             return [self._resolve(x, found, f"{path}[{i}]", text_end) for i, x in enumerate(node)]
         if not isinstance(node, Mapping):
             return node
         kind = node.get("type")
         end = node.get("end")
-        inner = text_end or (kind == "tag" and bool(end) and (isinstance(end, str) or isinstance(end, list)))
+        inner = text_end or (kind == "tag" and bool(end) and isinstance(end, (str, list)))
         # a tag's content that is itself free text keeps xgrammar's meaning (text up to the end)
         out = {k: self._resolve(v, found, f"{path}.{k}",
                                 inner if k == "content" and not _is_any_text(v) else text_end)
                for k, v in node.items()}
-        if kind == "any_text" and text_end:
-            excludes = out.get("excludes")
-            if (isinstance(excludes, list) and len(excludes) == 1 and isinstance(excludes[0], str)
-                    and len(excludes[0]) <= _RAW_CLOSE_MAX):  # a longer one (a client's) stays any_text
-                try:
-                    return {"type": "regex", "pattern": no_substring_regex(excludes[0])}
-                except ValueError:
-                    pass
         for field_name in _LITERAL_FIELDS.get(kind, ()) if isinstance(kind, str) else ():
             self._check_literal(out.get(field_name), f"{path}.{field_name}")
         if kind == "dispatch" and isinstance(out.get("rules"), list):
@@ -228,6 +217,8 @@ class GrammarBuilder:
             excludes = out.get("excludes", [])
             if isinstance(excludes, list) and CONTROL_MARK not in excludes:
                 out["excludes"] = [*excludes, CONTROL_MARK]
+            if text_end and _is_raw_value(out):
+                return _own_end(out)
         return out
 
     def _check_literal(self, value: Any, where: str) -> None:
@@ -264,8 +255,26 @@ class GrammarBuilder:
         return value  # let xgrammar report the type error
 
 
-# the longest closing tag a raw value's character-class form is written for (its rules grow with it)
-_RAW_CLOSE_MAX = 64
+def _own_end(raw_value: dict[str, Any]) -> dict[str, Any]:
+    """A raw value inside a tag that ends with text, in a tag of its own with an empty begin and end.
+
+    xgrammar adds the end string of the nearest enclosing ``tag`` to the excludes of every ``any_text`` in its
+    content, nested ones included. For a raw value (an ``any_text`` with one excluded string, its closing tag:
+    ``tools/syntax.raw_text``) that is wrong: hy_v3's call tag ends with ``"\\n"``, and its values could not
+    hold a newline. In a tag of its own, the nearest end is that tag's empty one, and the value keeps its own
+    excludes (xgrammar takes an empty end where the content is an ``any_text`` with excludes; measured on 0.2.8
+    and 0.2.9). The same language, still xgrammar's ``any_text`` (its character-class form costs some 35 ms of
+    precomputation per character of the closing tag: docs/results.md). A tag whose content is itself free text
+    keeps its end (that end is what ends the text), and so does any other ``any_text`` (a client's, whose
+    meaning xgrammar defines)."""
+    return {"type": "tag", "begin": "", "content": raw_value, "end": ""}
+
+
+def _is_raw_value(node: Mapping[str, Any]) -> bool:
+    """An ``any_text`` that excludes one string besides :data:`CONTROL_MARK` (``tools/syntax.raw_text``)."""
+    excludes = node.get("excludes")
+    return (isinstance(excludes, list) and len([e for e in excludes if e != CONTROL_MARK]) == 1
+            and all(isinstance(e, str) and e for e in excludes))
 
 
 def _is_any_text(node: Any) -> bool:

@@ -50,12 +50,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ..compilation.text_regex import rx as _rx
 from .args import ArgsSyntax, NoMatch, _defs_of, _has_object_of_keys, resolve_ref
 from .marked import MAX_ARGUMENT_DEPTH, MarkedText
 from .order import Member, members_any_order, members_in_orders
 from .request import ToolSpec
-from .syntax import Fmt, LiteralText, const, item_bounds, json_fmt, or_, regex, repeated, seq, star
+from .syntax import Fmt, LiteralText, _rx, const, item_bounds, json_fmt, or_, regex, repeated, seq, star
 from .xml_values import _json_type_ok, raw_min_length, read_value, split_schema
 
 __all__ = ["ElementArgs", "FREE_NAME", "ANY_DEPTH"]

@@ -16,8 +16,6 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from ..compilation.text_regex import min_head
-
 Fmt = dict[str, Any]
 
 __all__ = ["Fmt", "const", "token", "seq", "or_", "opt", "star", "repeated", "item_bounds", "tag", "regex", "json_fmt",
@@ -159,13 +157,25 @@ class LiteralText:
 # --------------------------------------------------------------------------------------------------
 # "any text without substring S"
 
+_RX_NAMES = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+def _rx(c: str) -> str:
+    return _RX_NAMES.get(c) or ("\\" + c if c in "\\^$.|?*+()[]{}/-\"" else c)
+
+
+def _rx_not(chars: Iterable[str]) -> str:
+    return "[^" + "".join(_rx(c) for c in sorted(set(chars))) + "]"
+
+
 def raw_text(forbidden: str, min_length: int = 0) -> Fmt:
     """Any text, possibly empty (at least ``min_length`` characters long with ``min_length``), that does not
     contain ``forbidden``: a raw string value ended by its closing tag, so that the first closing tag after a
     value is always its own and a reader can cut at it.
 
     xgrammar's ``any_text`` with ``forbidden`` excluded (the compiler adds the control tokens' mark to its
-    excludes, so no control token occurs in it: ``compilation/xgrammar_adapter.py``). Its masks are computed
+    excludes, so no control token occurs in it, and moves the text end of an enclosing tag into that tag's
+    content, which xgrammar would otherwise add to the excludes: ``compilation/xgrammar_adapter.py``). Its masks are computed
     from one automaton of the excluded strings; the same language as character classes (a chunk per
     ``forbidden[0]``) needs two precomputed states per character of ``forbidden`` (about 0.4 s per distinct
     closing tag on a 248k vocabulary) and fills a row some 20 times slower (measured in-process: docs/results.md).
@@ -180,6 +190,13 @@ def raw_text(forbidden: str, min_length: int = 0) -> Fmt:
     if not forbidden:
         raise ValueError("raw_text: the forbidden string is empty")
     body: Fmt = {"type": "any_text", "excludes": [forbidden]}
-    return seq(regex(min_head(forbidden, min_length)), body) if min_length > 0 else body
+    return seq(regex(_min_head(forbidden, min_length)), body) if min_length > 0 else body
 
 
+def _min_head(s: str, min_length: int) -> str:
+    """The regex of ``min_length`` units that no string avoiding ``s`` can start ``s`` in (:func:`raw_text`)."""
+    a = s[0]
+    if a in s[1:]:
+        raise ValueError(f"{s!r} repeats its first character")
+    unit = _rx_not(a) if len(s) == 1 else f"({_rx_not(a)}|{_rx(a)}{_rx_not([s[1], a])})"
+    return f"{unit}{{{min_length}}}"
