@@ -228,8 +228,9 @@ def test_constraint_writes_the_template_and_refuses_other_text() -> None:
     """The required constraint of each JSON-list format admits the compact and the pretty-printed list
     (granite's template uses indent=4) and nothing before the marker; spot checks of what the JSON
     schema of calls must refuse are in test_tool_formats.py (wrong name, missing argument)."""
-    spec = build_tool_constraint(TOOLS[:2], "required", format="granite").spec
-    assert '"<|tool_call|>"' in spec and "{0,33}" in spec
+    c = build_tool_constraint(TOOLS[:2], "required", format="granite")
+    # the pretty-printing cap, enforced beside the grammar (tools/json_text.py)
+    assert '"<|tool_call|>"' in c.spec and c.whitespace_bound == 33 and "{0,33}" not in c.spec
     spec = build_tool_constraint(TOOLS[:2], "required", format="phi4_mini_json", parallel_tool_calls=False).spec
     assert '"functools["' in spec and '"star"' not in spec
     assert build_tool_constraint(TOOLS[:2], "auto", format="xlam", strictness="parameter") is not None

@@ -212,7 +212,7 @@ class Constraint:
 
     @classmethod
     def structural_tag(cls, tag: Mapping[str, Any] | str, *, covers_reasoning: bool = False,
-                       keys_check: str | None = None) -> Constraint:
+                       keys_check: str | None = None, json_whitespace: int | None = None) -> Constraint:
         """xgrammar's structural-tag format (``{"type": "structural_tag", "format": {...}}``).
 
         ``covers_reasoning=True`` marks a tag that describes the whole output, the thinking included
@@ -220,7 +220,10 @@ class Constraint:
         can be seen); the manager then applies it from the first token, as with
         ``include_reasoning=False``. ``keys_check``: for a tool constraint whose grammar takes
         argument keys in any order, the definition of the output check of those keys
-        (``tools/key_check.py``; the tool builders set it)."""
+        (``tools/key_check.py``; the tool builders set it). ``json_whitespace``: a whitespace bound the matcher
+        enforces beside the grammar, as for JSON (:attr:`whitespace_bound`): only for a tag whose every output
+        is JSON text, whitespace and control tokens (a forced call of the JSON-call families: the tool builders
+        set it), else the bound's lexer would misread strings."""
         if isinstance(tag, str):
             tag = _parse_json(tag, "structural tag")
         if not isinstance(tag, Mapping):
@@ -232,14 +235,19 @@ class Constraint:
         if keys_check is not None:
             output_check("keys_check", keys_check)  # ValueError now, on the caller's thread, for a malformed one
             opts["keys_check"] = keys_check
+        if json_whitespace is not None:
+            if _ws(json_whitespace) == 0:
+                raise ValueError("json_whitespace must be a positive integer or None, got 0")
+            opts["max_whitespace"] = json_whitespace
         return cls("structural_tag", _canonical_json(dict(tag)), _opts(**opts) if opts else ())
 
     @property
     def whitespace_bound(self) -> int | None:
         """The bound on whitespace characters per gap that the matcher enforces beside the grammar
         (``jsonws/bound.py``): ``max_whitespace`` of a JSON schema or object with ``any_whitespace`` and
-        a bound of at least 1; None otherwise (no bound, no whitespace at all, or not JSON)."""
-        if self.kind not in ("json_schema", "json_object") or not self.option("any_whitespace", True):
+        a bound of at least 1, or the ``json_whitespace`` of a structural tag; None otherwise (no bound, no
+        whitespace at all, or not JSON)."""
+        if self.kind not in ("json_schema", "json_object", "structural_tag") or not self.option("any_whitespace", True):
             return None
         b = self.option("max_whitespace")
         return b if b else None

@@ -55,7 +55,7 @@ from .args import _DECODER, JsonArgs, _skip_ws
 from .arg_stream import BracketDepth
 from .call_delta import CallDelta, merge_call_deltas
 from .live_block import LiveCall
-from .call_format import DEFAULT_TOOL_MAX_WHITESPACE, LEAD_WHITESPACE, ToolFormat, join_content
+from .call_format import DEFAULT_TOOL_MAX_WHITESPACE, ToolFormat, join_content, lead_whitespace
 from .marked import MAX_ARGUMENT_DEPTH, MarkedText, json_depth_ok
 from .pending import PendingText, Piece
 from .policy import CallPolicy
@@ -155,6 +155,13 @@ class MarkedJsonFormat(ToolFormat):
             return max_whitespace
         return max(max_whitespace, self.indent_whitespace)
 
+    def whitespace_cap(self, max_whitespace: int | None) -> int | None:
+        return self._cap(max_whitespace)
+
+    def json_whitespace_beside(self, request: ToolRequest) -> bool:
+        """Forced calls: JSON between literals that hold no open string."""
+        return request.mode in ("required", "named")
+
     def any_order_tools(self, request: ToolRequest) -> list[str]:
         return [t.name for t in request.function_tools if _ARGS.any_order(t)]
 
@@ -192,7 +199,7 @@ class MarkedJsonFormat(ToolFormat):
             text = opt(seq(regex(r"[ \t\r\n]*[^\[ \t\r\n]"), {"type": "any_text"}))
             if request.mode == "none" or not request.function_tools:
                 return structural_tag(text)
-            block = seq(regex(LEAD_WHITESPACE), self._block(request, lit, ws))
+            block = seq(regex(lead_whitespace(ws)), self._block(request, lit, ws))
             return structural_tag(block if required else or_(block, text))
         is_token, trigger = lit.split(self.open)[0]
         if self.markers and not is_token and any(self.open.startswith(m) for m in self.markers):
@@ -203,7 +210,7 @@ class MarkedJsonFormat(ToolFormat):
             if self.body == "object" and request.max_calls != 1:
                 block = {"type": "tags_with_separator", "tags": [_as_tag(block)], "separator": self.sep,
                          "at_least_one": True, "stop_after_first": False}
-            return structural_tag(seq(regex(LEAD_WHITESPACE), block))
+            return structural_tag(seq(regex(lead_whitespace(ws)), block))
         if not is_token:
             trigger = self.open.rstrip() or self.open
         excludes = self._free_text_excludes(vocabulary, keep=[trigger]) if is_token else []

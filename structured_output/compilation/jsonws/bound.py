@@ -35,8 +35,9 @@ the current gap, run on each accepted token through a table built once per vocab
   by ``rollback``.
 
 Soundness relies on the grammar accepting only JSON text, so that the lexer's idea of "in a string"
-is the grammar's; control tokens (which no JSON text rule matches) and ids past the tokenizer leave
-the lexer state as it is.
+is the grammar's; ids past the tokenizer leave the lexer state as it is, and so do control tokens (which
+no JSON text rule matches) inside a string; outside strings a control token ends the gap, so that a tool
+call's JSON between control tokens (``tools/json_text.py``) counts its gaps between them.
 """
 
 from __future__ import annotations
@@ -151,8 +152,9 @@ class WhitespaceLexicon:
     """Per vocabulary (built once per model, thread-safe): how each token moves the JSON whitespace lexer
     (see the module docstring), and the :class:`WhitespaceBound` of each bound asked for.
 
-    ``token_bytes``: the tokens' bytes; ``special_ids``: control tokens (they leave the lexer state as it
-    is); ``width``: the logits width (ids past ``len(token_bytes)`` leave it as it is too).
+    ``token_bytes``: the tokens' bytes; ``special_ids``: control tokens (outside strings they end the gap,
+    inside one they leave the state as it is); ``width``: the logits width (ids past ``len(token_bytes)``
+    leave the state as it is).
     """
 
     def __init__(self, token_bytes: Sequence[bytes], special_ids: Any, width: int) -> None:
@@ -183,7 +185,8 @@ class WhitespaceLexicon:
         whitespace the token adds to the current gap before its first other byte), ``inner`` (its
         longest gap that starts and ends inside it), ``trail`` (the gap it leaves open at its end),
         ``end`` (the state after it), ``allws`` (it is all gap whitespace: it only extends the gap),
-        ``ident`` (a control token, an empty one or an id past the tokenizer: no move at all)."""
+        ``ident`` (no move at all: an empty token or an id past the tokenizer; a control token inside a
+        string. Outside strings a control token ends the gap and leaves the lexer outside strings)."""
         if self._tables is None:
             with self._lock:
                 if self._tables is None:
@@ -204,9 +207,8 @@ def _lex_all(token_bytes: Sequence[bytes], special_ids: frozenset[int], width: i
     soff = offsets[order]
     ident = np.ones(width, dtype=bool)
     ident[:n] = lengths == 0
-    for s in special_ids:
-        if 0 <= s < width:
-            ident[s] = True
+    controls = np.array(sorted(s for s in special_ids if 0 <= s < width), dtype=np.int64)
+    ident[controls] = True
     out: dict[str, list[np.ndarray]] = {k: [] for k in ("lead", "inner", "trail", "end", "allws", "ident")}
     for start in (_OUT, _STR, _ESC):
         state = np.full(n, start, dtype=np.int8)
@@ -245,12 +247,21 @@ def _lex_all(token_bytes: Sequence[bytes], special_ids: frozenset[int], width: i
             res[order] = a
             return res
 
-        out["lead"].append(np.minimum(unsort(lead, 0, np.int64), _CAP))
-        out["inner"].append(np.minimum(unsort(inner, 0, np.int64), _CAP))
-        out["trail"].append(np.minimum(unsort(trail, 0, np.int64), _CAP))
-        out["end"].append(unsort(state, start, np.int8))
-        out["allws"].append(unsort(allws, False, bool) & ~ident)
-        out["ident"].append(ident)
+        cols = {"lead": np.minimum(unsort(lead, 0, np.int64), _CAP),
+                "inner": np.minimum(unsort(inner, 0, np.int64), _CAP),
+                "trail": np.minimum(unsort(trail, 0, np.int64), _CAP), "end": unsort(state, start, np.int8),
+                "allws": unsort(allws, False, bool) & ~ident, "ident": ident}
+        if start == _OUT and controls.size:
+            # outside strings a control token ends the gap (it is no whitespace; a tool call's literal
+            # whitespace after its marker starts a new one), whatever its text holds
+            cols["ident"] = ident.copy()
+            cols["ident"][controls] = False
+            for name in ("lead", "inner", "trail"):
+                cols[name][controls] = 0
+            cols["end"][controls] = _OUT
+            cols["allws"][controls] = False
+        for name, col in cols.items():
+            out[name].append(col)
     return out
 
 
