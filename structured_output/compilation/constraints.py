@@ -247,7 +247,8 @@ class Constraint:
         (``jsonws/bound.py``): ``max_whitespace`` of a JSON schema or object with ``any_whitespace`` and
         a bound of at least 1, or the ``json_whitespace`` of a structural tag; None otherwise (no bound, no
         whitespace at all, or not JSON)."""
-        if self.kind not in ("json_schema", "json_object", "structural_tag") or not self.option("any_whitespace", True):
+        if (self.kind not in ("json_schema", "json_object", "structural_tag")
+                or not self.option("any_whitespace", True)):
             return None
         b = self.option("max_whitespace")
         return b if b else None
