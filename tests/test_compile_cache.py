@@ -66,8 +66,12 @@ def _walk_equal(a: xgr.CompiledGrammar, b: xgr.CompiledGrammar, vocab, words: in
     return steps
 
 
-@pytest.mark.parametrize("fmt", ["hermes", "qwen3_6", "deepseek_v4", "gemma4"])
-def test_tool_masks_through_the_cache_equal_an_uncached_compile(fmt):
+# deepseek_v4: its raw values sit in a tag of their own (xgrammar_adapter._own_end), whose empty begin the EBNF
+# text prints as "" and xgrammar's parser drops; the text parses back to a different serialization, so it
+# compiles uncached (the masks must still be the plain compile's)
+@pytest.mark.parametrize("fmt, cached", [("hermes", True), ("qwen3_6", True), ("deepseek_v4", False),
+                                         ("gemma4", True)])
+def test_tool_masks_through_the_cache_equal_an_uncached_compile(fmt, cached):
     vocab = format_vocabulary(fmt)
     comp = Compiler(vocab, num_threads=1, ship_compiled_max_bytes=0)  # the parent's cached recompile path
     try:
@@ -76,7 +80,7 @@ def test_tool_masks_through_the_cache_equal_an_uncached_compile(fmt):
                                   **({"vocabulary": vocab} if fmt == "gemma4" else {}))
         ours = comp.compile(c, timeout=120).grammar
         grammar, _ = GrammarBuilder(vocab).build(c)
-        assert cache_safe(c.kind, grammar)
+        assert cache_safe(c.kind, grammar) is cached
         plain = xgr.GrammarCompiler(comp.tokenizer_info, max_threads=1, cache_enabled=False).compile_grammar(grammar)
         seeds = random.Random().sample(range(1 << 30), 4)  # fresh seeds each run; printed on failure
         for seed in seeds:
