@@ -210,6 +210,34 @@ def test_rows_that_allow_everything_cost_nothing():
         comp.close()
 
 
+@pytest.mark.parametrize("constraint", [
+    Constraint.json_schema({"type": "object", "properties": {"a": {"type": "string"}}}),
+    Constraint.regex(r"[\s\S]*"),
+    Constraint.structural_tag({"type": "structural_tag", "format": {"type": "any_text"}}),
+])
+def test_text_grammars_never_allow_every_id_where_control_tokens_exist(qwen_vocab, qwen_compiler, deepseek_vocab,
+                                                                      constraint):
+    """A text grammar's rows leave out every control token that is not a stop token (their private bytes
+    match no text rule), so on Qwen3.6 and DeepSeek V4 no row can allow every id: such requests take the
+    plain fill (no "allows everything" check per row). With only stop tokens special and no padding, a
+    row could, and the flag stays on."""
+    assert qwen_vocab.special_token_ids - qwen_vocab.stop_token_ids
+    assert not qwen_compiler.compile(constraint).may_allow_all
+    comp = Compiler(deepseek_vocab, num_threads=1)
+    try:
+        assert deepseek_vocab.special_token_ids - deepseek_vocab.stop_token_ids
+        assert not comp.compile(constraint).may_allow_all
+    finally:
+        comp.close()
+    stops_only = byte_level_vocabulary(["<|end|>"], stop_tokens=["<|end|>"])
+    assert stops_only.logits_width == stops_only.vocab_size
+    comp = Compiler(stops_only, num_threads=1)
+    try:
+        assert comp.compile(constraint).may_allow_all
+    finally:
+        comp.close()
+
+
 def test_compiler_rejects_bad_settings(qwen_vocab):
     with pytest.raises(ValueError, match="num_threads"):
         Compiler(qwen_vocab, num_threads=0)

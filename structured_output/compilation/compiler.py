@@ -270,8 +270,12 @@ class Compiler:
         self.max_workers = max_workers
         self.logits_width = self.vocabulary.logits_width
         self.num_words = (self.logits_width + 31) // 32
-        # can a text-only grammar ever allow every id? Only if xgrammar has no id it never allows.
-        self._text_may_allow_all = len(self.tokenizer_info.special_token_ids) == 0
+        # can a text-only grammar ever allow every id? Not when the logits have padding ids past the
+        # tokenizer, or a control token that is not a stop token: its private bytes (0xFF first, never
+        # UTF-8) match no text rule, so no row of a text grammar allows it
+        vocab = self.vocabulary
+        self._text_may_allow_all = (self.logits_width == vocab.vocab_size
+                                    and vocab.special_token_ids <= vocab.stop_token_ids)
         self.whitespace = WhitespaceLexicon.of(self.vocabulary)
         """The JSON whitespace lexer of this vocabulary (tables built on the first bounded JSON compile)."""
         # the default bound's tables, built beside the zygote's start-up (per model, once): the first
