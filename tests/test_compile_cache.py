@@ -66,12 +66,11 @@ def _walk_equal(a: xgr.CompiledGrammar, b: xgr.CompiledGrammar, vocab, words: in
     return steps
 
 
-# deepseek_v4: its raw values sit in a tag of their own (xgrammar_adapter._own_end), whose empty begin the EBNF
-# text prints as "" and xgrammar's parser drops; the text parses back to a different serialization, so it
-# compiles uncached (the masks must still be the plain compile's)
-@pytest.mark.parametrize("fmt, cached", [("hermes", True), ("qwen3_6", True), ("deepseek_v4", False),
-                                         ("gemma4", True)])
-def test_tool_masks_through_the_cache_equal_an_uncached_compile(fmt, cached):
+# deepseek_v4, hy_v3, minimax_m2: raw values inside tags that end with text sit in a tag of their own
+# (xgrammar_adapter._own_end), which takes the literal or token before it as its begin, so the text
+# round-trips (an empty begin prints as "", which xgrammar's EBNF parser drops)
+@pytest.mark.parametrize("fmt", ["hermes", "qwen3_6", "deepseek_v4", "hy_v3", "minimax_m2", "gemma4"])
+def test_tool_masks_through_the_cache_equal_an_uncached_compile(fmt):
     vocab = format_vocabulary(fmt)
     comp = Compiler(vocab, num_threads=1, ship_compiled_max_bytes=0)  # the parent's cached recompile path
     try:
@@ -80,13 +79,34 @@ def test_tool_masks_through_the_cache_equal_an_uncached_compile(fmt, cached):
                                   **({"vocabulary": vocab} if fmt == "gemma4" else {}))
         ours = comp.compile(c, timeout=120).grammar
         grammar, _ = GrammarBuilder(vocab).build(c)
-        assert cache_safe(c.kind, grammar) is cached
+        assert cache_safe(c.kind, grammar)
         plain = xgr.GrammarCompiler(comp.tokenizer_info, max_threads=1, cache_enabled=False).compile_grammar(grammar)
         seeds = random.Random().sample(range(1 << 30), 4)  # fresh seeds each run; printed on failure
         for seed in seeds:
             _walk_equal(ours, plain, vocab, comp.num_words, seed, steps=120)
     finally:
         comp.close()
+
+
+@pytest.mark.parametrize("fmt", ["deepseek_v4", "hy_v3", "minimax_m2"])
+def test_raw_values_own_tags_take_the_literal_before_them_as_begin(fmt, monkeypatch):
+    """The merged form (the literal or token before a raw value as its own tag's begin) has the masks of
+    the unmerged one, along random walks (fresh seeds)."""
+    from thinkgate.structured_output.compilation import xgrammar_adapter
+
+    vocab = format_vocabulary(fmt)
+    c = build_tool_constraint(BASE_TOOLS[:4], "required", format=fmt)
+    merged, _ = GrammarBuilder(vocab).build(c)
+    assert cache_safe(c.kind, merged)
+    monkeypatch.setattr(xgrammar_adapter, "_begin_own_ends", lambda elements: elements)
+    unmerged, _ = GrammarBuilder(vocab).build(c)
+    assert not cache_safe(c.kind, unmerged)  # its empty begins print as "", which the EBNF parser drops
+    info = xgrammar_adapter.build_tokenizer_info(vocab)
+    compiler = xgr.GrammarCompiler(info, max_threads=1, cache_enabled=False)
+    a, b = compiler.compile_grammar(merged), compiler.compile_grammar(unmerged)
+    words = (vocab.logits_width + 31) // 32
+    for seed in random.Random().sample(range(1 << 30), 4):
+        _walk_equal(a, b, vocab, words, seed, steps=120)
 
 
 def test_a_grammar_that_does_not_survive_the_round_trip_compiles_uncached(qwen_vocab):

@@ -219,6 +219,8 @@ class GrammarBuilder:
                 out["excludes"] = [*excludes, CONTROL_MARK]
             if text_end and _is_raw_value(out):
                 return _own_end(out)
+        if kind == "sequence" and isinstance(out.get("elements"), list):
+            out["elements"] = _begin_own_ends(out["elements"])
         return out
 
     def _check_literal(self, value: Any, where: str) -> None:
@@ -256,7 +258,8 @@ class GrammarBuilder:
 
 
 def _own_end(raw_value: dict[str, Any]) -> dict[str, Any]:
-    """A raw value inside a tag that ends with text, in a tag of its own with an empty begin and end.
+    """A raw value inside a tag that ends with text, in a tag of its own with an empty end (and an empty
+    begin, which the enclosing sequence fills with the literal before it: :func:`_begin_own_ends`).
 
     xgrammar adds the end string of the nearest enclosing ``tag`` to the excludes of every ``any_text`` in its
     content, nested ones included. For a raw value (an ``any_text`` with one excluded string, its closing tag:
@@ -268,6 +271,32 @@ def _own_end(raw_value: dict[str, Any]) -> dict[str, Any]:
     keeps its end (that end is what ends the text), and so does any other ``any_text`` (a client's, whose
     meaning xgrammar defines)."""
     return {"type": "tag", "begin": "", "content": raw_value, "end": ""}
+
+
+def _begin_own_ends(elements: list[Any]) -> list[Any]:
+    """A sequence's elements with each raw value's own tag (:func:`_own_end`) taking the literal or token
+    before it as its begin: ``[X, tag("", value, "")]`` is ``tag(X, value, "")``, the same language and the
+    same nearest end. The point is the grammar's text: an empty begin prints as ``""``, which xgrammar's
+    EBNF parser drops, so the text would parse back to another grammar and the compile could not use
+    xgrammar's cache (``_compile_worker.cache_safe``); with the literal as its begin the text round-trips."""
+    out: list[Any] = []
+    for el in elements:
+        prev = out[-1] if out else None
+        if (_is_own_end(el) and isinstance(prev, Mapping)
+                and ((prev.get("type") == "const_string" and isinstance(prev.get("value"), str) and prev["value"])
+                     or (prev.get("type") == "token" and isinstance(prev.get("token"), int)))):
+            out[-1] = {"type": "tag", "begin": prev["value"] if prev["type"] == "const_string" else dict(prev),
+                       "content": el["content"], "end": ""}
+        else:
+            out.append(el)
+    return out
+
+
+def _is_own_end(node: Any) -> bool:
+    """A tag as :func:`_own_end` builds it: empty begin and end around a raw value."""
+    return (isinstance(node, Mapping) and node.get("type") == "tag" and node.get("begin") == ""
+            and node.get("end") == "" and isinstance(node.get("content"), Mapping)
+            and node["content"].get("type") == "any_text" and _is_raw_value(node["content"]))
 
 
 def _is_raw_value(node: Mapping[str, Any]) -> bool:
