@@ -78,6 +78,29 @@ def test_the_root_keeps_its_name_wherever_it_is() -> None:
     assert str(xgr.Grammar.from_ebnf(share_equal_rules(text)))  # parses, root found
 
 
+def test_tag_dispatch_bodies_over_several_lines_merge_too() -> None:
+    """xgrammar prints a ``TagDispatch`` (every ``any_text``, every triggered tag) over several lines; its
+    rule still merges with its copies, and the text still parses."""
+    text = ('root ::= ((t1 "," t2))\n'
+            't1 ::= TagDispatch(\n'
+            '  ("<a", g1),\n'
+            '  loop_after_dispatch=false,\n'
+            '  excludes=("</x>", "y")\n'
+            ')\n'
+            't2 ::= TagDispatch(\n'
+            '  ("<a", g2),\n'
+            '  loop_after_dispatch=false,\n'
+            '  excludes=("</x>", "y")\n'
+            ')\n'
+            'g1 ::= ((">" "x"))\n'
+            'g2 ::= ((">" "x"))\n')
+    assert str(xgr.Grammar.from_ebnf(text))
+    out = share_equal_rules(text)
+    assert out.splitlines()[0] == 'root ::= ((t1 "," t1))'
+    assert "t2" not in out and "g2" not in out and 'g1 ::= ((">" "x"))' in out
+    assert str(xgr.Grammar.from_ebnf(out)).count("TagDispatch(") == 1
+
+
 @pytest.mark.parametrize("bad", ["root ::= (a)\nnot a rule line\n", "x ::= ((\"a\"))\n", "root ::= (a)\nroot ::= (b)\n"])
 def test_text_that_is_not_a_rule_list_is_refused(bad: str) -> None:
     with pytest.raises(ValueError):
@@ -93,7 +116,8 @@ def test_a_grammar_that_does_not_parse_back_is_kept() -> None:
     assert shared_grammar(g) is g
 
 
-@pytest.mark.parametrize("fmt", ["hermes", "kimi_k2", "pythonic"])
+# qwen3_6, deepseek_v4, minimax_m2: raw values are any_text, a TagDispatch printed over several lines
+@pytest.mark.parametrize("fmt", ["hermes", "kimi_k2", "pythonic", "qwen3_6", "deepseek_v4", "minimax_m2"])
 def test_masks_along_random_walks_equal_the_unmerged_grammar(fmt: str) -> None:
     vocab = format_vocabulary(fmt)
     c = build_tool_constraint(CORPUS_TOOLS, "required", format=fmt)

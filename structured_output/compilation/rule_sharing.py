@@ -30,9 +30,10 @@ _LEX = re.compile(r'"(?:[^"\\]|\\.)*"|\[(?:[^\]\\]|\\.)*\]|[A-Za-z_][A-Za-z0-9_]
 
 
 def share_equal_rules(ebnf: str, root: str = "root") -> str:
-    """``ebnf`` (xgrammar's printed form: one ``name ::= body`` per line) with equal rules merged (see
-    the module docstring); the text itself when nothing merges. ``ValueError`` for a line that is not a
-    rule, a name defined twice or no rule named ``root``."""
+    """``ebnf`` (xgrammar's printed form: ``name ::= body`` per line, a ``TagDispatch(...)`` body going on
+    over indented lines and a closing ``)``) with equal rules merged (see the module docstring); the text
+    itself when nothing merges. ``ValueError`` for a line that is neither, a name defined twice or no rule
+    named ``root``."""
     names: list[str] = []
     bodies: list[str] = []
     for line in ebnf.splitlines():
@@ -40,7 +41,10 @@ def share_equal_rules(ebnf: str, root: str = "root") -> str:
             continue
         m = _RULE.match(line)
         if m is None:
-            raise ValueError(f"not a rule line: {line[:80]!r}")
+            if not names or not line[:1].isspace() and not line.startswith(")"):
+                raise ValueError(f"not a rule line: {line[:80]!r}")
+            bodies[-1] += "\n" + line  # a body printed over several lines (TagDispatch)
+            continue
         names.append(m.group(1))
         bodies.append(m.group(2))
     index = {n: i for i, n in enumerate(names)}
