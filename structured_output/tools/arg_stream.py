@@ -30,11 +30,11 @@ from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from .args import NoMatch, _defs_of
+from .args import NoMatch
 from .marked import MAX_ARGUMENT_DEPTH, MarkedText
 from .pending import PendingText
 from .request import ToolSpec
-from .syntax import LiteralText
+from .syntax import LiteralText, defs_of
 
 if TYPE_CHECKING:
     from .args import XmlArgs
@@ -165,7 +165,7 @@ class XmlArgStreamer(ArgStreamer):
     def __init__(self, syntax: XmlArgs, tool: ToolSpec, start: int, call_end: str, lit: LiteralText) -> None:
         self._syntax, self._call_end, self._lit = syntax, call_end, lit
         schema = tool.parameters
-        self._defs = _defs_of(schema)
+        self._defs = defs_of(schema)
         declared = schema.get("properties") or {}
         self._declared: Mapping[str, Any] = declared if isinstance(declared, Mapping) else {}
         self._extra = schema.get("additionalProperties", True)

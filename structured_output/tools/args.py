@@ -26,8 +26,8 @@ from typing import TYPE_CHECKING, Any
 from .marked import MAX_ARGUMENT_DEPTH, MarkedText, json_depth_ok
 from .order import KEY_ORDERS, KeyOrder, Member, members_any_order, members_in_orders
 from .request import ToolSpec
-from .syntax import (Fmt, LiteralText, const, item_bounds, json_fmt, opt, or_, raw_text, regex, repeated,
-                     seq, star)
+from .syntax import (Fmt, LiteralText, const, defs_of, item_bounds, json_fmt, opt, or_, raw_text, regex, repeated,
+                     resolve_ref, seq, star)
 from .xml_values import VALUE_STYLES, ValueStyle, raw_min_length, read_value, split_schema, value_fmt
 
 if TYPE_CHECKING:
@@ -38,31 +38,6 @@ __all__ = ["ArgsSyntax", "JsonArgs", "XmlArgs", "GemmaArgs", "NoMatch", "resolve
 
 class NoMatch(Exception):
     """The text does not follow the syntax at this point (the reader falls back to content)."""
-
-
-def resolve_ref(schema: Any, defs: Mapping[str, Any], *, depth: int = 0) -> Any:
-    """Follow local ``$ref`` (``#/$defs/X`` / ``#/definitions/X``) until a schema without one."""
-    while isinstance(schema, Mapping) and isinstance(schema.get("$ref"), str) and depth < 32:
-        ref = schema["$ref"]
-        for key in ("$defs", "definitions"):
-            prefix = f"#/{key}/"
-            if ref.startswith(prefix) and ref[len(prefix):] in defs.get(key, {}):
-                schema = defs[key][ref[len(prefix):]]
-                break
-        else:
-            raise ValueError(f"unresolvable $ref {ref!r}")
-        depth += 1
-    return schema
-
-
-def _defs_of(schema: Mapping[str, Any]) -> dict[str, Any]:
-    return {k: schema[k] for k in ("$defs", "definitions") if isinstance(schema.get(k), Mapping)}
-
-
-def _with_defs(sub: Any, defs: Mapping[str, Any]) -> Any:
-    if not defs or not isinstance(sub, Mapping):
-        return sub
-    return {**sub, **defs}
 
 
 def _skip_ws(text: str, p: int) -> int:
@@ -249,7 +224,7 @@ class XmlArgs(ArgsSyntax):
             declared = tuple(tool.parameters.get("properties") or {})
             return star(self._any_param(lit, max_whitespace, declared))
         schema = tool.parameters
-        defs = _defs_of(schema)
+        defs = defs_of(schema)
         props = schema.get("properties") or {}
         required = set(schema.get("required") or ())
         members: list[Member] = []
@@ -343,7 +318,7 @@ class XmlArgs(ArgsSyntax):
         """Read parameters from ``pos`` up to (not including) ``call_end``."""
         text = src.text
         schema = tool.parameters
-        defs = _defs_of(schema)
+        defs = defs_of(schema)
         declared: Mapping[str, Any] = schema.get("properties") or {}
         if not isinstance(declared, Mapping):
             declared = {}
@@ -548,7 +523,7 @@ class GemmaArgs(ArgsSyntax):
             return self._any_object(self._any(lit, self.any_depth - 1, names), names)
         alts: list[Fmt] = []
         for order in dict.fromkeys(self.key_orders):
-            f = self._value(tool.schema, _defs_of(tool.schema), lit, tool, order)
+            f = self._value(tool.schema, defs_of(tool.schema), lit, tool, order)
             if f not in alts:  # the orders coincide at every level
                 alts.append(f)
         return or_(*alts)
@@ -620,7 +595,7 @@ class GemmaArgs(ArgsSyntax):
         return v, end
 
     def streamer(self, tool: ToolSpec, start: int, call_end: str, lit: LiteralText) -> ArgStreamer | None:
-        if not (tool.enforce and self._closed(tool.schema, _defs_of(tool.schema))):
+        if not (tool.enforce and self._closed(tool.schema, defs_of(tool.schema))):
             return None  # an object of any keys may repeat one: only the end tells where its value goes
         from .arg_stream import GemmaArgStreamer  # arg_stream reads this module's syntaxes
         return GemmaArgStreamer(self.quote, _declared_names(tool.parameters), _GEMMA_KEY_COLON, start)

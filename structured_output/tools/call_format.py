@@ -40,7 +40,7 @@ from typing import Any, ClassVar
 
 from thinkgate.reasoning.vocabulary import Vocabulary
 
-from ..compilation.constraints import Constraint
+from ..compilation.constraints import DEFAULT_TOOL_MAX_WHITESPACE, Constraint
 from .args import ArgsSyntax, JsonArgs, NoMatch, XmlArgs
 from .call_stream import CallFormatStream
 from .key_check import keys_check_spec
@@ -59,10 +59,6 @@ _DECODER = json.JSONDecoder()
 __all__ = ["ToolFormat", "CallFormat", "DEFAULT_TOOL_MAX_WHITESPACE", "LEAD_WHITESPACE", "lead_whitespace",
            "join_content"]
 
-DEFAULT_TOOL_MAX_WHITESPACE = 4
-"""Default cap on consecutive whitespace inside a tool call's JSON arguments, so a model cannot spin on
-spaces. Its own knob, tighter than :data:`thinkgate.structured_output.compilation.constraints.DEFAULT_MAX_WHITESPACE`
-(the bound for a JSON response, which leaves room for deep pretty-printing)."""
 
 LEAD_WHITESPACE = r"[\t\r\n]{0,4}"
 """What may precede forced calls (models write ``\\n\\n`` after their thinking). No space: a bounded run that may

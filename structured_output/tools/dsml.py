@@ -31,10 +31,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from .args import NoMatch, XmlArgs, _json_value, _with_defs, resolve_ref
+from .args import NoMatch, XmlArgs, _json_value
 from .marked import MarkedText
 from .request import ToolSpec
-from .syntax import Fmt, LiteralText, const, json_fmt, opt, or_, raw_text, regex, seq, star
+from .syntax import (Fmt, LiteralText, const, json_fmt, opt, or_, raw_text, regex, resolve_ref,
+                     seq, star, with_defs)
 
 __all__ = ["DsmlArgs", "split_string_schema"]
 
@@ -129,7 +130,7 @@ class DsmlArgs(XmlArgs):
             value = free if free in raws else or_(*raws)
             alts.append(seq(self._open(const(key), True, lit), value, lit(self.param_end)))
         if other is not None:
-            value = json_fmt(_with_defs(other, defs), max_whitespace=ws)
+            value = json_fmt(with_defs(other, defs), max_whitespace=ws)
             alts.append(seq(self._open(const(key), False, lit), value, lit(self.param_end)))
         return or_(*alts)
 

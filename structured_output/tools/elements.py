@@ -50,11 +50,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from .args import ArgsSyntax, NoMatch, _defs_of, _has_object_of_keys, resolve_ref
+from .args import ArgsSyntax, NoMatch, _has_object_of_keys
 from .marked import MAX_ARGUMENT_DEPTH, MarkedText
 from .order import Member, members_any_order, members_in_orders
 from .request import ToolSpec
-from .syntax import Fmt, LiteralText, _rx, const, item_bounds, json_fmt, or_, regex, repeated, seq, star
+from .syntax import (Fmt, LiteralText, _rx, const, defs_of, item_bounds, json_fmt, or_, regex, repeated, resolve_ref,
+                     seq, star)
 from .xml_values import _json_type_ok, raw_min_length, read_value, split_schema
 
 __all__ = ["ElementArgs", "FREE_NAME", "ANY_DEPTH"]
@@ -268,7 +269,7 @@ class ElementArgs(ArgsSyntax):
 
     def build(self, tool: ToolSpec, lit: LiteralText, max_whitespace: int | None) -> Fmt:
         schema = tool.schema
-        return self._object(schema, _defs_of(schema), lit, tool, not self.any_order(tool), 0)
+        return self._object(schema, defs_of(schema), lit, tool, not self.any_order(tool), 0)
 
     # -- the reader -------------------------------------------------------------------------------
     def _skip_ws(self, src: MarkedText, p: int) -> int:
@@ -320,7 +321,7 @@ class ElementArgs(ArgsSyntax):
 
     def read(self, src: MarkedText, pos: int, tool: ToolSpec, lit: LiteralText) -> tuple[str, int]:
         schema = tool.parameters
-        defs = _defs_of(schema)
+        defs = defs_of(schema)
         elements: list[_Element] = []
         p = self._skip_ws(src, pos)
         while self._opening_at(src, p):

@@ -44,10 +44,9 @@ from typing import Any, Literal
 
 import xgrammar as xgr
 
-from .args import resolve_ref
 from .marked import MAX_ARGUMENT_DEPTH
 from .request import ToolSpec
-from .syntax import Fmt, const, item_bounds, json_fmt, opt, or_, regex, repeated, seq, star
+from .syntax import Fmt, const, defs_of, item_bounds, json_fmt, opt, or_, regex, repeated, resolve_ref, seq, star
 from .xml_values import MAX_RAW_MIN_LENGTH, raw_min_length
 
 __all__ = ["PyValueStyle", "PyArgsGrammar", "NotLiteral", "literal_value", "call_of", "PY_IDENTIFIER"]
@@ -267,7 +266,7 @@ class PyArgsGrammar:
             return self._string(s)
         if t in ("array", "object"):
             if self.style == "olmo":  # tojson
-                return json_fmt({**s, "type": t, **_defs_of(defs)}, max_whitespace=self.max_whitespace)
+                return json_fmt({**s, "type": t, **defs_of(defs)}, max_whitespace=self.max_whitespace)
             return self._array(s, defs, depth) if t == "array" else self._object(s, defs, depth)
         return self.any_value(self.any_depth)
 
@@ -307,10 +306,6 @@ class PyArgsGrammar:
             except ValueError as e:
                 raise ValueError(f"tool {tool.name!r}, property {key!r}: {e}") from None
         return _members(members)
-
-
-def _defs_of(defs: Mapping[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in defs.items() if k in ("$defs", "definitions")}
 
 
 def _members(items: list[tuple[Fmt, bool]]) -> Fmt:

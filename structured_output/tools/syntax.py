@@ -116,8 +116,11 @@ def _may_hold_strings(node: Any, root: Any, depth: int) -> bool:
         return True
     ref = node.get("$ref")
     if ref is not None:
-        target = _local_ref(ref, root)
-        if target is None or _may_hold_strings(target, root, depth + 1):
+        try:
+            target = resolve_ref({"$ref": ref}, defs_of(root) if isinstance(root, Mapping) else {})
+        except ValueError:
+            return True
+        if _may_hold_strings(target, root, depth + 1):
             return True
     for key in ("anyOf", "oneOf", "allOf"):
         branches = node.get(key)
@@ -148,14 +151,33 @@ def _may_hold_strings(node: Any, root: Any, depth: int) -> bool:
     return False
 
 
-def _local_ref(ref: Any, root: Any) -> Any:
-    for key in ("$defs", "definitions"):
-        prefix = f"#/{key}/"
-        if isinstance(ref, str) and ref.startswith(prefix) and isinstance(root, Mapping):
-            defs = root.get(key)
-            if isinstance(defs, Mapping):
-                return defs.get(ref[len(prefix):])
-    return None
+def resolve_ref(schema: Any, defs: Mapping[str, Any], *, depth: int = 0) -> Any:
+    """Follow local ``$ref`` (``#/$defs/X`` / ``#/definitions/X``) until a schema without one; ``defs`` as
+    :func:`defs_of` gives them. ``ValueError`` for a ``$ref`` that does not resolve."""
+    while isinstance(schema, Mapping) and isinstance(schema.get("$ref"), str) and depth < 32:
+        ref = schema["$ref"]
+        for key in ("$defs", "definitions"):
+            prefix = f"#/{key}/"
+            if ref.startswith(prefix) and ref[len(prefix):] in defs.get(key, {}):
+                schema = defs[key][ref[len(prefix):]]
+                break
+        else:
+            raise ValueError(f"unresolvable $ref {ref!r}")
+        depth += 1
+    return schema
+
+
+def defs_of(schema: Mapping[str, Any]) -> dict[str, Any]:
+    """A root schema's ``$defs`` / ``definitions`` (what :func:`resolve_ref` reads)."""
+    return {k: schema[k] for k in ("$defs", "definitions") if isinstance(schema.get(k), Mapping)}
+
+
+def with_defs(sub: Any, defs: Mapping[str, Any]) -> Any:
+    """A subschema that carries its root's ``$defs`` / ``definitions`` (:func:`defs_of`), so that it stands
+    alone as a JSON schema."""
+    if not defs or not isinstance(sub, Mapping):
+        return sub
+    return {**sub, **defs}
 
 
 def tag(begin: str | Fmt, content: Fmt, end: str | Fmt) -> Fmt:
@@ -263,6 +285,6 @@ def _min_head(s: str, min_length: int) -> str:
     """The regex of ``min_length`` units that no string avoiding ``s`` can start ``s`` in (:func:`raw_text`)."""
     a = s[0]
     if a in s[1:]:
-        raise ValueError(f"{s!r} repeats its first character")
+        raise ValueError(f"raw_text: {s!r} repeats its first character")
     unit = _rx_not(a) if len(s) == 1 else f"({_rx_not(a)}|{_rx(a)}{_rx_not([s[1], a])})"
     return f"{unit}{{{min_length}}}"

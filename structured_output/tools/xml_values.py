@@ -41,7 +41,8 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from .marked import MAX_ARGUMENT_DEPTH, json_depth_ok
-from .syntax import Fmt, const, item_bounds, json_fmt, opt, or_, raw_text, regex, repeated, seq, star
+from .syntax import (Fmt, const, item_bounds, json_fmt, opt, or_, raw_text, regex, repeated, resolve_ref, seq, star,
+                     with_defs)
 
 __all__ = ["ValueStyle", "VALUE_STYLES", "split_schema", "value_fmt", "read_value", "python_literal", "raw_min_length"]
 
@@ -51,11 +52,6 @@ VALUE_STYLES: tuple[str, ...] = ("json", "py_scalars", "python")
 _NON_STRING = ["number", "boolean", "null", "array", "object"]  # "number" admits integers
 _NUMERIC_KEYS = ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf")
 _MAX_SCHEMA_DEPTH = 32
-
-
-def _resolve(schema: Any, defs: Mapping[str, Any]) -> Any:
-    from .args import resolve_ref  # args imports this module
-    return resolve_ref(schema, defs)
 
 
 @dataclass(frozen=True)
@@ -100,7 +96,7 @@ def _string_part(s: Mapping[str, Any]) -> StringPart:
 
 def split_schema(schema: Any, defs: Mapping[str, Any], depth: int = 0) -> tuple[StringPart | None, Any]:
     """-> (the strings ``schema`` admits or None, the schema of its other values or None)."""
-    s = _resolve(schema, defs)
+    s = resolve_ref(schema, defs)
     if s is False:
         return None, None
     if not isinstance(s, Mapping) or depth > _MAX_SCHEMA_DEPTH:
@@ -147,12 +143,6 @@ def _raw_fmt(part: StringPart, close: str) -> Fmt:
     return or_(*[const(v) for v in part.enum], *[regex(p) for p in part.patterns])
 
 
-def _with_defs(sub: Any, defs: Mapping[str, Any]) -> Any:
-    if not defs or not isinstance(sub, Mapping):
-        return sub
-    return {**sub, **defs}
-
-
 def value_fmt(schema: Any, defs: Mapping[str, Any], style: ValueStyle, *, close: str, json_exclude: str,
               max_whitespace: int | None) -> Fmt:
     """The format of one value of ``schema`` between a parameter's tags (see the module docstring).
@@ -165,7 +155,7 @@ def value_fmt(schema: Any, defs: Mapping[str, Any], style: ValueStyle, *, close:
     alts = [] if strings is None else [_raw_fmt(strings, close)]
     if other is not None:
         if style == "json":
-            alts.append(json_fmt(_with_defs(other, defs), max_whitespace=max_whitespace, excludes=[json_exclude]))
+            alts.append(json_fmt(with_defs(other, defs), max_whitespace=max_whitespace, excludes=[json_exclude]))
         else:
             alts.append(_PyWriter(defs, style, close, json_exclude, max_whitespace).value(other, 0, top=True))
     return or_(*alts)
@@ -269,7 +259,7 @@ class _PyWriter:
     def value(self, schema: Any, depth: int, *, top: bool = False) -> Fmt:
         """``top``: the parameter's own value (not a value nested in it), where the ``python`` style
         also admits an array or object as JSON."""
-        s = _resolve(schema, self.defs)
+        s = resolve_ref(schema, self.defs)
         if s is True or s == {} or not isinstance(s, Mapping):
             return self._any(self.any_depth)
         if depth > _MAX_SCHEMA_DEPTH:
@@ -295,7 +285,7 @@ class _PyWriter:
         if t == "null":
             return const("None")
         if t in ("array", "object"):
-            as_json = json_fmt(_with_defs({**s, "type": t}, self.defs), max_whitespace=self.ws,
+            as_json = json_fmt(with_defs({**s, "type": t}, self.defs), max_whitespace=self.ws,
                                excludes=[self.json_exclude])
             if self.style == "py_scalars":
                 return as_json
@@ -380,7 +370,7 @@ def _parse(text: str, style: ValueStyle) -> tuple[bool, Any]:
 
 def _json_type_ok(other: Any, defs: Mapping[str, Any], v: Any, depth: int = 0) -> bool:
     """Whether the non-string part ``other`` admits a value of ``v``'s JSON type (its type only)."""
-    s = _resolve(other, defs)
+    s = resolve_ref(other, defs)
     if not isinstance(s, Mapping) or depth > _MAX_SCHEMA_DEPTH:
         return s is not False
     if "const" in s:

@@ -34,11 +34,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from .args import NoMatch, XmlArgs, _with_defs, resolve_ref
+from .args import NoMatch, XmlArgs
 from .dsml import DsmlArgs, split_string_schema
 from .marked import MarkedText
 from .request import ToolSpec
-from .syntax import Fmt, LiteralText, const, json_fmt, or_, raw_text, regex, seq, star
+from .syntax import Fmt, LiteralText, const, json_fmt, or_, raw_text, regex, resolve_ref, seq, star, with_defs
 from .xml_values import raw_min_length
 
 __all__ = ["XtmlArgs", "split_by_type", "escape_attr", "unescape_attr", "read_attributes", "XTML_TYPES"]
@@ -188,7 +188,7 @@ class XtmlArgs(DsmlArgs):
         return self._free_raw(raw_min_length(sub))
 
     def _json(self, schema: Any, defs: Mapping[str, Any], ws: int | None) -> Fmt:
-        return json_fmt(_with_defs(schema, defs), max_whitespace=ws, excludes=[self.json_stop])
+        return json_fmt(with_defs(schema, defs), max_whitespace=ws, excludes=[self.json_stop])
 
     def _param(self, key: str, sub: Any, defs: Mapping[str, Any], lit: LiteralText, ws: int | None) -> Fmt:
         strs, other = split_string_schema(sub, defs)
