@@ -238,6 +238,21 @@ def test_text_grammars_never_allow_every_id_where_control_tokens_exist(qwen_voca
         comp.close()
 
 
+def test_wait_ready_builds_the_default_whitespace_bounds(qwen_vocab):
+    """The tables of both default bounds (JSON responses, tool calls' JSON) are built at start-up, beside
+    the workers, so that the first request of each kind does not build them inside its compile."""
+    from thinkgate.structured_output.compilation.constraints import DEFAULT_MAX_WHITESPACE, DEFAULT_TOOL_MAX_WHITESPACE
+    from thinkgate.structured_output.tools import DEFAULT_TOOL_MAX_WHITESPACE as tools_default
+
+    assert tools_default == DEFAULT_TOOL_MAX_WHITESPACE
+    comp = Compiler(qwen_vocab, num_threads=1)
+    try:
+        assert comp.wait_ready(120)
+        assert {DEFAULT_MAX_WHITESPACE, DEFAULT_TOOL_MAX_WHITESPACE} <= set(comp.whitespace._bounds)
+    finally:
+        comp.close()
+
+
 def test_compiler_rejects_bad_settings(qwen_vocab):
     with pytest.raises(ValueError, match="num_threads"):
         Compiler(qwen_vocab, num_threads=0)

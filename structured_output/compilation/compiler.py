@@ -91,7 +91,7 @@ import xgrammar as xgr
 from thinkgate.reasoning.vocabulary import Vocabulary
 
 from .worker_pool import WorkerPool, close_pool
-from .constraints import DEFAULT_MAX_WHITESPACE, Constraint
+from .constraints import DEFAULT_MAX_WHITESPACE, DEFAULT_TOOL_MAX_WHITESPACE, Constraint
 from .jsonws.bound import BoundedMatcher, WhitespaceBound, WhitespaceLexicon
 from .xgrammar_adapter import GrammarBuilder, build_tokenizer_info, control_token_bytes, xgrammar_message
 
@@ -278,9 +278,9 @@ class Compiler:
                                     and vocab.special_token_ids <= vocab.stop_token_ids)
         self.whitespace = WhitespaceLexicon.of(self.vocabulary)
         """The JSON whitespace lexer of this vocabulary (tables built on the first bounded JSON compile)."""
-        # the default bound's tables, built beside the zygote's start-up (per model, once): the first
-        # bounded JSON request then does not pay for them inside its compile deadline
-        self._ws_thread = threading.Thread(target=self.whitespace.bound, args=(DEFAULT_MAX_WHITESPACE,),
+        # the default bounds' tables (JSON responses, tool calls), built beside the zygote's start-up (per
+        # model, once): the first bounded request then does not pay for them inside its compile deadline
+        self._ws_thread = threading.Thread(target=self._build_default_bounds,
                                            name=f"thinkgate-ws-{self.vocabulary.name}", daemon=True)
         self._ws_thread.start()
         self._decoder = _Decoder(self.tokenizer_info, num_threads, self.num_words, self._text_may_allow_all,
@@ -351,9 +351,13 @@ class Compiler:
             self._counts["overdue"] += 1
         self._pool.stop_if_overdue(fut)
 
+    def _build_default_bounds(self) -> None:
+        for bound in (DEFAULT_MAX_WHITESPACE, DEFAULT_TOOL_MAX_WHITESPACE):
+            self.whitespace.bound(bound)
+
     def wait_ready(self, timeout: float | None = None) -> bool:
-        """Wait until the worker processes are started and the default JSON whitespace bound's tables
-        are built (True), or ``timeout`` seconds pass."""
+        """Wait until the worker processes are started and the default JSON whitespace bounds' tables
+        (JSON responses, tool calls) are built (True), or ``timeout`` seconds pass."""
         end = None if timeout is None else time.monotonic() + timeout
         if not self._pool.wait_ready(timeout):
             return False

@@ -36,6 +36,11 @@ construction (xgrammar's conversion cost grows steeply with depth, and Python's 
 DEFAULT_MAX_WHITESPACE = 16
 """Default bound on whitespace characters per gap in JSON (see :meth:`Constraint.json_schema`)."""
 
+DEFAULT_TOOL_MAX_WHITESPACE = 4
+"""Default cap on consecutive whitespace inside a tool call's JSON arguments, so a model cannot spin on
+spaces. Its own knob, tighter than :data:`DEFAULT_MAX_WHITESPACE` (the bound for a JSON response, which
+leaves room for deep pretty-printing); the tool formats (``tools/call_format.py``) use it."""
+
 ConstraintKind = Literal["json_schema", "json_object", "regex", "grammar", "choice", "structural_tag"]
 
 
