@@ -93,6 +93,7 @@ from thinkgate.reasoning.vocabulary import Vocabulary
 from .worker_pool import WorkerPool, close_pool
 from .constraints import DEFAULT_MAX_WHITESPACE, DEFAULT_TOOL_MAX_WHITESPACE, Constraint
 from .jsonws.bound import BoundedMatcher, WhitespaceBound, WhitespaceLexicon
+from ._compile_worker import warm_up
 from .xgrammar_adapter import GrammarBuilder, build_tokenizer_info, control_token_bytes, xgrammar_message
 
 __all__ = ["Compiler", "CompiledConstraint", "CompilerStats", "build_tokenizer_info", "control_token_bytes",
@@ -176,6 +177,11 @@ class _Decoder:
         self.num_words = num_words
         self.text_may_allow_all = text_may_allow_all
         self.whitespace = whitespace
+
+    def warm_up(self) -> None:
+        """The recompile path's cache, warmed as each worker's is (``_compile_worker.warm_up``)."""
+        if self.xgr_cached is not None:
+            warm_up(self.xgr_cached)
 
     def decode(self, constraint: Constraint, reply: tuple, started: float) -> CompiledConstraint:
         form = reply[0]
@@ -278,13 +284,14 @@ class Compiler:
                                     and vocab.special_token_ids <= vocab.stop_token_ids)
         self.whitespace = WhitespaceLexicon.of(self.vocabulary)
         """The JSON whitespace lexer of this vocabulary (tables built on the first bounded JSON compile)."""
-        # the default bounds' tables (JSON responses, tool calls), built beside the zygote's start-up (per
-        # model, once): the first bounded request then does not pay for them inside its compile deadline
-        self._ws_thread = threading.Thread(target=self._build_default_bounds,
-                                           name=f"thinkgate-ws-{self.vocabulary.name}", daemon=True)
-        self._ws_thread.start()
         self._decoder = _Decoder(self.tokenizer_info, num_threads, self.num_words, self._text_may_allow_all,
                                  self.whitespace, xgrammar_cache_bytes)
+        # the default bounds' tables (JSON responses, tool calls) and the parent's xgrammar cache, built beside
+        # the zygote's start-up (per model, once): the first request then does not pay for them inside its
+        # compile deadline
+        self._ws_thread = threading.Thread(target=self._warm_up,
+                                           name=f"thinkgate-ws-{self.vocabulary.name}", daemon=True)
+        self._ws_thread.start()
         self._lock = threading.Lock()
         self._cache: OrderedDict[str, tuple[CompiledConstraint, Future]] = OrderedDict()
         self._cache_bytes = 0
@@ -351,13 +358,17 @@ class Compiler:
             self._counts["overdue"] += 1
         self._pool.stop_if_overdue(fut)
 
-    def _build_default_bounds(self) -> None:
+    def _warm_up(self) -> None:
+        """Per model, once, beside the zygote's start-up: the default whitespace bounds' tables and the
+        parent's xgrammar cache (``_Decoder.warm_up``)."""
         for bound in (DEFAULT_MAX_WHITESPACE, DEFAULT_TOOL_MAX_WHITESPACE):
             self.whitespace.bound(bound)
+        self._decoder.warm_up()
 
     def wait_ready(self, timeout: float | None = None) -> bool:
-        """Wait until the worker processes are started and the default JSON whitespace bounds' tables
-        (JSON responses, tool calls) are built (True), or ``timeout`` seconds pass."""
+        """Wait until the worker processes are started, the default JSON whitespace bounds' tables (JSON
+        responses, tool calls) are built and the parent's xgrammar cache is warm (True), or ``timeout``
+        seconds pass. Each worker warms its own cache before its first job."""
         end = None if timeout is None else time.monotonic() + timeout
         if not self._pool.wait_ready(timeout):
             return False

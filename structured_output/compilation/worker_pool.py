@@ -84,6 +84,8 @@ class WorkerPool:
 
     SLOW_NICENESS = 10
     CONTENTION_POLL_S = 0.05
+    WARM_UP_TIMEOUT_S = 60.0
+    """How long a new worker may take to warm its cache (``_compile_worker.warm_up``) before it is given up."""
     """How often a compile past ``slow_after_s`` looks for another job it should give way to."""
 
     def __init__(self, table: Any, decoder: Decoder, *, num_workers: int, max_workers: int, num_threads: int,
@@ -107,6 +109,7 @@ class WorkerPool:
         self._threads: set[threading.Thread] = set()
         self._available = 0  # driver threads not holding a job
         self._procs: set[_Proc] = set()
+        self._warmed = 0  # workers that reported warm, ever (wait_ready)
         self._closed = False
         self.counts = {"timeouts": 0, "worker_crashes": 0}
         self._zlock = threading.Lock()  # the zygote conversation, one at a time
@@ -189,6 +192,23 @@ class WorkerPool:
                 return proc
             raise RuntimeError(self._zerror or "the compile worker process could not be started")
 
+    def _warm(self, proc: _Proc) -> _Proc:
+        """Wait for a new worker's ``("warm",)`` (its cache warmed before its first job); ``RuntimeError``,
+        the worker killed, if it dies or takes longer than :attr:`WARM_UP_TIMEOUT_S`."""
+        try:
+            ready, _, _ = select.select([proc.sock], [], [], self.WARM_UP_TIMEOUT_S)
+            msg = _wire.recv_obj(proc.sock) if ready else None
+        except (EOFError, OSError, ValueError) as e:
+            msg = e
+        if msg != ("warm",):
+            with self._cond:
+                self._procs.discard(proc)
+            proc.kill()
+            raise RuntimeError(f"the compile worker process did not start ({msg or 'no reply'})")
+        with self._cond:
+            self._warmed += 1
+        return proc
+
     # -- jobs ------------------------------------------------------------------------------------
     def submit(self, constraint: Constraint, deadline: float) -> Future:
         with self._cond:
@@ -268,7 +288,7 @@ class WorkerPool:
             while True:
                 if proc is None:
                     try:
-                        proc = self._fork()
+                        proc = self._warm(self._fork())
                     except _Closed:
                         return
                     except RuntimeError as e:
@@ -392,13 +412,14 @@ class WorkerPool:
             return {f: j.proc.pid for f, j in self._jobs.items() if j.state == "running" and j.proc is not None}
 
     def wait_ready(self, timeout: float | None = None) -> bool:
-        """Wait until the zygote and the standing workers are up (True) or ``timeout`` passes."""
+        """Wait until the zygote and the standing workers are up, their caches warm (True), or ``timeout``
+        passes."""
         end = None if timeout is None else time.monotonic() + timeout
         if not self._zready.wait(timeout):
             return False
         while True:
             with self._cond:
-                if len(self._procs) >= self._num_workers or self._zerror is not None or self._closed:
+                if self._warmed >= self._num_workers or self._zerror is not None or self._closed:
                     return True
             if end is not None and time.monotonic() >= end:
                 return False
