@@ -57,8 +57,10 @@ rules by their content, so rules a grammar repeats (JSON strings, numbers, each 
 computed once, a schema never seen before compiles in a fraction of the time, and a tool set that shares
 tools with an earlier one reuses their masks. A worker is
 reused across jobs, so its cache lives as long as it does; a killed worker takes its cache with it.
-The zygote compiles nothing, so forks start with an empty cache. Memory: at most ``max_workers``
-caches of ``xgrammar_cache_bytes``.
+The zygote compiles nothing; each fork, and the parent at start-up, first compiles a JSON schema of every
+value type (``_compile_worker.warm_up``), so the JSON rules every schema and JSON-argument tool grammar
+repeats are in its cache before the first job (the worker reports ``("warm",)``; ``wait_ready`` waits for
+the standing workers'). Memory: at most ``max_workers`` caches of ``xgrammar_cache_bytes``.
 
 JSON whitespace bounds (``max_whitespace``) are not compiled into the grammar: the grammar is xgrammar's
 unbounded one and :class:`~.jsonws.bound.BoundedMatcher` enforces the bound (``jsonws/bound.py``); the
