@@ -84,9 +84,9 @@ class WorkerPool:
 
     SLOW_NICENESS = 10
     CONTENTION_POLL_S = 0.05
+    """How often a compile past ``slow_after_s`` looks for another job it should give way to."""
     WARM_UP_TIMEOUT_S = 60.0
     """How long a new worker may take to warm its cache (``_compile_worker.warm_up``) before it is given up."""
-    """How often a compile past ``slow_after_s`` looks for another job it should give way to."""
 
     def __init__(self, table: Any, decoder: Decoder, *, num_workers: int, max_workers: int, num_threads: int,
                  slow_after_s: float, idle_s: float, settings: dict[str, Any], name: str) -> None:
