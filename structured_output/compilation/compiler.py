@@ -291,9 +291,9 @@ class Compiler:
         # the default bounds' tables (JSON responses, tool calls) and the parent's xgrammar cache, built beside
         # the zygote's start-up (per model, once): the first request then does not pay for them inside its
         # compile deadline
-        self._ws_thread = threading.Thread(target=self._warm_up,
-                                           name=f"thinkgate-ws-{self.vocabulary.name}", daemon=True)
-        self._ws_thread.start()
+        self._warm_thread = threading.Thread(target=self._warm_up,
+                                             name=f"thinkgate-warm-{self.vocabulary.name}", daemon=True)
+        self._warm_thread.start()
         self._lock = threading.Lock()
         self._cache: OrderedDict[str, tuple[CompiledConstraint, Future]] = OrderedDict()
         self._cache_bytes = 0
@@ -374,8 +374,8 @@ class Compiler:
         end = None if timeout is None else time.monotonic() + timeout
         if not self._pool.wait_ready(timeout):
             return False
-        self._ws_thread.join(None if end is None else max(0.0, end - time.monotonic()))
-        return not self._ws_thread.is_alive()
+        self._warm_thread.join(None if end is None else max(0.0, end - time.monotonic()))
+        return not self._warm_thread.is_alive()
 
     def worker_pids(self) -> list[int]:
         """The pids of the worker processes alive now (for monitoring and tests)."""
