@@ -46,7 +46,8 @@ import xgrammar as xgr
 
 from .marked import MAX_ARGUMENT_DEPTH
 from .request import ToolSpec
-from .syntax import Fmt, const, defs_of, item_bounds, json_fmt, opt, or_, regex, repeated, resolve_ref, seq, star
+from .syntax import (Fmt, const, defs_of, item_bounds, json_fmt, opt, or_, regex, repeated, resolve_ref, seq, star,
+                     with_defs)
 from .xml_values import MAX_RAW_MIN_LENGTH, raw_min_length
 
 __all__ = ["PyValueStyle", "PyArgsGrammar", "NotLiteral", "literal_value", "call_of", "PY_IDENTIFIER"]
@@ -266,7 +267,7 @@ class PyArgsGrammar:
             return self._string(s)
         if t in ("array", "object"):
             if self.style == "olmo":  # tojson
-                return json_fmt({**s, "type": t, **defs_of(defs)}, max_whitespace=self.max_whitespace)
+                return json_fmt(with_defs({**s, "type": t}, defs_of(defs)), max_whitespace=self.max_whitespace)
             return self._array(s, defs, depth) if t == "array" else self._object(s, defs, depth)
         return self.any_value(self.any_depth)
 
