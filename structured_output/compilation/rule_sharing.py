@@ -29,11 +29,10 @@ _RULE = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*) ::= (.*)$")
 _LEX = re.compile(r'"(?:[^"\\]|\\.)*"|\[(?:[^\]\\]|\\.)*\]|[A-Za-z_][A-Za-z0-9_]*|[^"\[A-Za-z_]+', re.S)
 
 
-def share_equal_rules(ebnf: str, root: str = "root") -> str:
-    """``ebnf`` (xgrammar's printed form: ``name ::= body`` per line, a ``TagDispatch(...)`` body going on
-    over indented lines and a closing ``)``) with equal rules merged (see the module docstring); the text
-    itself when nothing merges. ``ValueError`` for a line that is neither, a name defined twice or no rule
-    named ``root``."""
+def read_rules(ebnf: str) -> tuple[list[str], list[str]]:
+    """The rule names and bodies of ``ebnf`` (xgrammar's printed form: ``name ::= body`` per line, a
+    ``TagDispatch(...)`` body going on over indented lines and a closing ``)``), in order. ``ValueError`` for
+    a line that is neither or a name defined twice."""
     names: list[str] = []
     bodies: list[str] = []
     for line in ebnf.splitlines():
@@ -47,9 +46,17 @@ def share_equal_rules(ebnf: str, root: str = "root") -> str:
             continue
         names.append(m.group(1))
         bodies.append(m.group(2))
-    index = {n: i for i, n in enumerate(names)}
-    if len(index) != len(names):
+    if len(set(names)) != len(names):
         raise ValueError("a rule name is defined twice")
+    return names, bodies
+
+
+def share_equal_rules(ebnf: str, root: str = "root") -> str:
+    """``ebnf`` (xgrammar's printed form, see :func:`read_rules`) with equal rules merged (see the module
+    docstring); the text itself when nothing merges. ``ValueError`` where :func:`read_rules` refuses the
+    text, or for no rule named ``root``."""
+    names, bodies = read_rules(ebnf)
+    index = {n: i for i, n in enumerate(names)}
     if root not in index:
         raise ValueError(f"no rule named {root!r}")
     pieces: list[list[str]] = []  # each body cut into text pieces, a reference between two pieces
@@ -97,14 +104,18 @@ def share_equal_rules(ebnf: str, root: str = "root") -> str:
 
 
 def shared_grammar(grammar: Any) -> Any:
-    """``grammar`` (an ``xgrammar.Grammar`` that survives its text round trip) with equal rules merged,
-    parsed back by xgrammar; ``grammar`` itself when nothing merges or the merged text does not parse."""
+    """``grammar`` (an ``xgrammar.Grammar`` that survives its text round trip) with equal rules merged and
+    then its cycles through several automaton rules unfolded (``state_cycles.py``), so that xgrammar's cache
+    computes each rule's masks once and keeps them for the next grammar; parsed back by xgrammar.
+    ``grammar`` itself when neither pass changes the text or the result does not parse."""
     import xgrammar as xgr
+
+    from .state_cycles import unfold_state_cycles
 
     text = str(grammar)
     try:
-        shared = share_equal_rules(text)
-        if shared is text:
+        shared = unfold_state_cycles(share_equal_rules(text))
+        if shared == text:
             return grammar
         return xgr.Grammar.from_ebnf(shared)
     except Exception:  # noqa: BLE001 - an unexpected form: compile the grammar as built
