@@ -9,12 +9,12 @@ the pool can grow quickly when long compiles occupy its workers.
 
 Wire format: length-prefixed pickles (``send_obj`` / ``recv_obj``) on AF_UNIX stream sockets.
 
-- parent -> zygote: ``("init", vocab_table, settings)`` then ``("fork",)`` as often as needed; the
+- parent -> zygote: ``("init", vocab_table, settings)`` then ``("fork", warm)`` as often as needed; the
   zygote answers ``("ready",)`` / ``("error", message)`` to init and, to each fork, 8 bytes (the
   worker's pid) with the parent's end of the worker's socket attached (SCM_RIGHTS). EOF on the
   control socket ends the zygote; its workers die with it (``PR_SET_PDEATHSIG``).
 - worker -> parent, once, before any job: ``("warm",)``, after :func:`warm_up` (the pool counts a worker
-  started only then).
+  started only then). A worker forked with ``("fork", False)`` (for a job that is waiting) skips the warm-up.
 - parent -> worker: ``constraint``; worker -> parent: ``("invalid", message)`` (the constraint is
   invalid: a ``ValueError`` for the caller), ``("error", message)`` (xgrammar failed), or
   ``(form, payload, token_level, compile_s, cached)`` where ``form`` is ``"compiled"`` (``payload`` is
@@ -35,6 +35,8 @@ import struct
 import sys
 import time
 from typing import Any
+
+from .constraints import DEFAULT_TOOL_MAX_WHITESPACE
 
 _HEADER = struct.Struct("!Q")
 _PID = struct.Struct("!q")
@@ -121,15 +123,40 @@ WARM_UP_SCHEMA = ('{"type": "object", "properties": {"s": {"type": "string"}, "n
 """A JSON schema of every JSON value type, compiled once by each cached xgrammar compiler before its first job
 (:func:`warm_up`)."""
 
+WARM_UP_TOOL_VALUES: tuple[dict[str, Any], ...] = (
+    {}, {"any_order": True},
+    {"max_whitespace_cnt": DEFAULT_TOOL_MAX_WHITESPACE},
+    {"max_whitespace_cnt": DEFAULT_TOOL_MAX_WHITESPACE, "any_order": True},
+    {"max_whitespace_cnt": DEFAULT_TOOL_MAX_WHITESPACE, "excludes": ["</"]},
+    {"max_whitespace_cnt": DEFAULT_TOOL_MAX_WHITESPACE, "excludes": ["<|"]},
+)
+"""The options of the JSON values inside tool calls (a structural tag's ``json_schema`` format): the bound the
+tool formats default to, the excluded text of the XML-parameter formats (``</``) and of Kimi K3 (``<|``), and
+xgrammar's any-order objects. Each writes its own JSON rules (the bound inside them, an excluded string's
+automaton), so :func:`warm_up` compiles :data:`WARM_UP_SCHEMA` once with each (``tests/test_state_cycles.py``
+checks that every registered tool format's JSON values use one of these)."""
 
-def warm_up(cached: Any) -> None:
-    """Compile :data:`WARM_UP_SCHEMA` with ``cached`` (an xgrammar compiler with its cache on), so that its cache
-    holds the token masks of the JSON rules every JSON schema and every JSON-argument tool grammar repeats
-    (strings, numbers, whitespace, any value): a new schema or tool set then computes only its own rules (hermes'
-    one-tool grammar, in-process: 24-32 ms cold, 1.5 ms after it). Per model, at start-up; a failure only leaves
-    the cache cold."""
+
+def warm_up(cached: Any, builder: Any) -> None:
+    """Compile :data:`WARM_UP_SCHEMA` with ``cached`` (an xgrammar compiler with its cache on) as a JSON schema,
+    and as a tool argument with each of :data:`WARM_UP_TOOL_VALUES` (built by ``builder``, a
+    :class:`~.xgrammar_adapter.GrammarBuilder`, and shaped as the worker shapes tool grammars), so that its
+    cache holds the token masks of the JSON rules every JSON schema and every JSON-argument tool grammar
+    repeats (strings, numbers, whitespace, any value): a new schema or tool set then computes only its own
+    rules (hermes' one-tool grammar, in-process: 24-32 ms cold, 1.5 ms after it). Per model, at start-up; a
+    failure only leaves the cache cold."""
+    import json
+
+    from .constraints import Constraint
+    from .rule_sharing import shared_grammar
+
     try:
         cached.compile_json_schema(WARM_UP_SCHEMA)
+        schema = json.loads(WARM_UP_SCHEMA)
+        tag = {"type": "structural_tag", "format": {"type": "sequence", "elements": [
+            {"type": "json_schema", "json_schema": schema, **options} for options in WARM_UP_TOOL_VALUES]}}
+        grammar, _ = builder.build(Constraint.structural_tag(tag))
+        cached.compile_grammar(shared_grammar(grammar))
     except Exception:  # noqa: BLE001 - an optimisation only
         pass
 
@@ -192,19 +219,30 @@ def _set_parent_death_signal() -> None:
         pass
 
 
-def _worker_loop(sock: socket.socket, builder: Any, tokenizer_info: Any, settings: dict[str, Any]) -> None:
+def _compilers(tokenizer_info: Any, builder: Any, settings: dict[str, Any], warm: bool) -> tuple[Any, Any]:
+    """A worker's xgrammar compilers: one without a cache, and one with xgrammar's own cache, bounded
+    (``settings["xgrammar_cache_bytes"]``; None when 0) and, with ``warm``, warmed (:func:`warm_up`). The cache
+    keeps the masks of rules that different grammars share, so a new schema compiles in a fraction of the
+    time (:data:`CACHED_KINDS` and :data:`CHECKED_KINDS`); it lives as long as the worker (workers are reused;
+    a killed one takes its cache with it).
+
+    Built in the worker, not in the zygote: a worker that inherited a warm cache from the zygote was measured
+    to spend kernel time inside its first compile instead (about twice the compile, Qwen3.6, one tool), so
+    each standing worker warms its own while idle."""
     import xgrammar as xgr
 
-    # xgrammar's own cache, per worker and bounded (settings["xgrammar_cache_bytes"], 0: off): it lives
-    # as long as the worker (workers are reused; a killed one takes its cache with it), and it keeps the
-    # masks of rules that different grammars share, so a new schema compiles in a fraction of the time
-    # (CACHED_KINDS only, see there)
     compiler = xgr.GrammarCompiler(tokenizer_info, max_threads=settings["num_threads"], cache_enabled=False)
     cache_bytes = int(settings.get("xgrammar_cache_bytes", 0))
     cached = (xgr.GrammarCompiler(tokenizer_info, max_threads=settings["num_threads"], cache_enabled=True,
                                   cache_limit_bytes=cache_bytes) if cache_bytes > 0 else None)
-    if cached is not None:
-        warm_up(cached)
+    if cached is not None and warm:
+        warm_up(cached, builder)
+    return compiler, cached
+
+
+def _worker_loop(sock: socket.socket, builder: Any, tokenizer_info: Any, settings: dict[str, Any],
+                 warm: bool) -> None:
+    compiler, cached = _compilers(tokenizer_info, builder, settings, warm)
     try:
         send_obj(sock, ("warm",))  # the parent's driver reads it before it sends the first job
     except OSError:
@@ -253,6 +291,7 @@ def main(control_fd: int) -> None:
             return
         if msg[0] != "fork":
             continue
+        warm = bool(msg[1]) if len(msg) > 1 else True
         parent_end, child_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         pid = os.fork()
         if pid == 0:  # the worker
@@ -262,7 +301,7 @@ def main(control_fd: int) -> None:
                 signal.signal(signal.SIGCHLD, signal.SIG_DFL)
                 _set_parent_death_signal()
                 if os.getppid() == zygote_pid:
-                    _worker_loop(child_end, builder, tokenizer_info, settings)
+                    _worker_loop(child_end, builder, tokenizer_info, settings, warm)
             finally:
                 os._exit(0)
         child_end.close()

@@ -57,10 +57,12 @@ rules by their content, so rules a grammar repeats (JSON strings, numbers, each 
 computed once, a schema never seen before compiles in a fraction of the time, and a tool set that shares
 tools with an earlier one reuses their masks. A worker is
 reused across jobs, so its cache lives as long as it does; a killed worker takes its cache with it.
-The zygote compiles nothing; each fork, and the parent at start-up, first compiles a JSON schema of every
-value type (``_compile_worker.warm_up``), so the JSON rules every schema and JSON-argument tool grammar
-repeats are in its cache before the first job (the worker reports ``("warm",)``; ``wait_ready`` waits for
-the standing workers'). Memory: at most ``max_workers`` caches of ``xgrammar_cache_bytes``.
+The zygote compiles nothing; each standing worker (while idle, before its first job) and the parent at
+start-up compile a JSON schema of every value type, as a response and as a tool argument of each kind the
+tool formats write (``_compile_worker.warm_up``), so the JSON rules every schema and JSON-argument tool
+grammar repeats are in its cache before the first job (the worker reports ``("warm",)``; ``wait_ready``
+waits for the standing workers'). An extra worker, forked for a job that waits, skips the warm-up. Memory:
+at most ``max_workers`` caches of ``xgrammar_cache_bytes``.
 
 JSON whitespace bounds (``max_whitespace``) are not compiled into the grammar: the grammar is xgrammar's
 unbounded one and :class:`~.jsonws.bound.BoundedMatcher` enforces the bound (``jsonws/bound.py``); the
@@ -180,10 +182,10 @@ class _Decoder:
         self.text_may_allow_all = text_may_allow_all
         self.whitespace = whitespace
 
-    def warm_up(self) -> None:
+    def warm_up(self, builder: GrammarBuilder) -> None:
         """The recompile path's cache, warmed as each worker's is (``_compile_worker.warm_up``)."""
         if self.xgr_cached is not None:
-            warm_up(self.xgr_cached)
+            warm_up(self.xgr_cached, builder)
 
     def decode(self, constraint: Constraint, reply: tuple, started: float) -> CompiledConstraint:
         form = reply[0]
@@ -365,12 +367,12 @@ class Compiler:
         parent's xgrammar cache (``_Decoder.warm_up``)."""
         for bound in (DEFAULT_MAX_WHITESPACE, DEFAULT_TOOL_MAX_WHITESPACE):
             self.whitespace.bound(bound)
-        self._decoder.warm_up()
+        self._decoder.warm_up(self._grammars)
 
     def wait_ready(self, timeout: float | None = None) -> bool:
         """Wait until the worker processes are started, the default JSON whitespace bounds' tables (JSON
         responses, tool calls) are built and the parent's xgrammar cache is warm (True), or ``timeout``
-        seconds pass. Each worker warms its own cache before its first job."""
+        seconds pass. Each standing worker warms its own cache before its first job."""
         end = None if timeout is None else time.monotonic() + timeout
         if not self._pool.wait_ready(timeout):
             return False

@@ -162,9 +162,9 @@ class WorkerPool:
             except (OSError, subprocess.TimeoutExpired):
                 pass
 
-    def _fork(self) -> _Proc:
-        """A new worker process (``RuntimeError`` if none can be started; the zygote is started
-        again once if it died)."""
+    def _fork(self, warm: bool) -> _Proc:
+        """A new worker process, its cache warmed first with ``warm`` (``RuntimeError`` if none can be started;
+        the zygote is started again once if it died)."""
         self._zready.wait()
         with self._zlock:
             for _ in range(2):
@@ -175,7 +175,7 @@ class WorkerPool:
                     if self._zsock is None:
                         break
                 try:
-                    _wire.send_obj(self._zsock, ("fork",))
+                    _wire.send_obj(self._zsock, ("fork", warm))
                     data, fds, _, _ = socket.recv_fds(self._zsock, _wire._PID.size, 1)
                     if len(data) != _wire._PID.size or len(fds) != 1:
                         raise EOFError("the zygote closed its socket")
@@ -288,7 +288,9 @@ class WorkerPool:
             while True:
                 if proc is None:
                     try:
-                        proc = self._warm(self._fork())
+                        # a standing worker warms its cache while idle; an extra one is forked for a
+                        # job that waits, which its warm-up would only delay
+                        proc = self._warm(self._fork(standing))
                     except _Closed:
                         return
                     except RuntimeError as e:
