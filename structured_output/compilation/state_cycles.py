@@ -32,7 +32,10 @@ import re
 
 from .rule_sharing import read_rules
 
-__all__ = ["unfold_state_cycles"]
+__all__ = ["WALK_BUDGET_PER_RULE", "unfold_state_cycles"]
+
+WALK_BUDGET_PER_RULE = 16
+"""Rules visited in all, per rule of the grammar, while looking for groups; past it the pass stops."""
 
 _TERM = r'"(?:[^"\\]|\\.)*"|\[(?:[^\]\\]|\\.)*\]'
 _ALT = re.compile(rf"\(({_TERM})(?: ([A-Za-z_][A-Za-z0-9_]*))?\)")
@@ -66,14 +69,22 @@ def unfold_state_cycles(ebnf: str) -> str:
     taken = set(known)
     rewritten: dict[str, list[str]] = {}  # start -> its new rule lines (the start's first)
     removed: set[str] = set()
+    # the walks from candidate starts overlap (a chain of automaton rules is walked again from each of its
+    # rules): bounded in all, after which the rest of the grammar stays as it is (an optimisation only)
+    budget = [WALK_BUDGET_PER_RULE * len(names)]
     for start in names:
         if start not in steps or start in removed or start in rewritten:
             continue
-        group = _group(start, steps)
+        if not any(start != r and r in steps for r in referrers[start]):
+            continue  # no automaton rule leads back to it
+        group = _group(start, steps, budget)
+        if budget[0] < 0:
+            break
         if group is None or len(group) < 2 or any(g in rewritten or g in removed for g in group):
             continue
-        members = [g for g in group if g != start]
-        if any(referrers[m] - set(group) for m in members):
+        members = group[1:]
+        inside = set(group)
+        if any(not referrers[m] <= inside for m in members):
             continue  # a member is reached from outside: not a group with one entry
         order = _dag_order(members, steps)
         if order is None or not any(start in {r for _, r in steps[m]} for m in members):
@@ -100,16 +111,20 @@ def _strip_terms(body: str) -> str:
     return re.sub(_TERM, " ", body)
 
 
-def _group(start: str, steps: dict[str, list[tuple[str, str | None]]]) -> list[str] | None:
-    """The rules reachable from ``start`` through steps (``start`` first), None if one is not an automaton rule."""
+def _group(start: str, steps: dict[str, list[tuple[str, str | None]]], budget: list[int]) -> list[str] | None:
+    """The rules reachable from ``start`` through steps (``start`` first), None if one is not an automaton rule.
+    Each rule visited takes one from ``budget[0]``; None once it runs out."""
     seen = [start]
+    found = {start}
     i = 0
     while i < len(seen):
+        budget[0] -= 1
         auto = steps.get(seen[i])
-        if auto is None:
+        if auto is None or budget[0] < 0:
             return None
         for _, r in auto:
-            if r is not None and r not in seen:
+            if r is not None and r not in found:
+                found.add(r)
                 seen.append(r)
         i += 1
     return seen
