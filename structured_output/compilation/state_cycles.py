@@ -21,9 +21,9 @@ later in a chain, with the same language. A group qualifies when:
 For each other member ``q``, ``q_ret`` derives the words from ``q`` up to a step back into ``s`` (that
 step included, ``s`` not) and ``q_end`` the words from ``q`` that end without coming back, so
 ``L(q) = L(q_ret) L(s) | L(q_end)``. ``s``'s step ``(T q)`` becomes ``(T q_ret s)`` and ``(T q_end)``;
-each ``q_ret`` and ``q_end`` refers to itself and to later members' only. Every word keeps one
-derivation, so the grammar is the same language with the same masks (tests compare masks along random
-walks). A group of any other shape is left as it is (it compiles as before, uncached).
+each ``q_ret`` and ``q_end`` refers to itself and to the ``_ret`` / ``_end`` rules of the members ``q`` leads
+to, never back. The grammar derives the same words, so its masks are the same (tests compare masks along
+random walks). A group of any other shape is left as it is (it compiles as before, uncached).
 """
 
 from __future__ import annotations
