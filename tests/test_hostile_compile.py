@@ -232,3 +232,25 @@ def test_a_schema_with_an_output_check_compiles_in_a_worker(own):
     assert copy == c and "schema_check" not in vars(copy)
     assert pickle.loads(pickle.dumps(check)).problem("[1, 1]") is not None
     assert own.compile(c, timeout=60).constraint is c
+
+
+@pytest.mark.parametrize("when", ["idle", "warming"])
+def test_a_worker_killed_before_its_job_does_not_fail_that_job(qwen_vocab, when):
+    """A standing worker killed while idle (by the OOM killer, say) or during its start-up warm-up: the next
+    compile forks a fresh worker and succeeds; nothing is counted as a crash of xgrammar."""
+    import signal
+
+    c = Compiler(qwen_vocab, num_threads=1, max_workers=2)
+    try:
+        if when == "idle":
+            assert c.wait_ready(120)
+        else:
+            wait_until(lambda: c.worker_pids(), 120, "a worker forked")
+        pids = c.worker_pids()
+        for pid in pids:
+            os.kill(pid, signal.SIGKILL)
+        wait_until(lambda: not any(alive(p) for p in pids), 30, "the workers died")
+        assert c.compile(trivial(11), timeout=60).grammar is not None
+        assert c.stats.worker_crashes == 0
+    finally:
+        c.close()

@@ -62,6 +62,15 @@ class _Proc:
         except OSError:
             pass
 
+    def gone(self) -> bool:
+        """Whether the worker has closed its end (died) while idle: an idle worker sends nothing, so a readable
+        socket between jobs is its EOF."""
+        try:
+            ready, _, _ = select.select([self.sock], [], [], 0)
+            return bool(ready) and self.sock.recv(1, socket.MSG_PEEK) == b""
+        except (OSError, ValueError):
+            return True
+
     def renice(self, niceness: int) -> None:
         """Lower the CPU priority of every thread of the worker (Linux: nice is per thread)."""
         try:
@@ -318,6 +327,13 @@ class WorkerPool:
                     job.started = time.monotonic()
                     job.proc = proc if job.started < job.deadline else None
                 try:
+                    if proc is not None and proc.gone():  # killed while idle (by the OOM killer, say)
+                        with self._cond:
+                            self._procs.discard(proc)
+                        proc.kill()
+                        proc, err = None, RuntimeError("the compile worker process died while idle")
+                    if job.started < job.deadline and proc is None:
+                        proc, err = self._refork(job, err)
                     if job.started >= job.deadline:
                         self._settle(job, exc=TimeoutError("the compile waited past its deadline"), timeout=True)
                     elif proc is None:
@@ -343,6 +359,22 @@ class WorkerPool:
             with self._cond:
                 self._threads.discard(me)
                 self._available -= 1
+
+    def _refork(self, job: _Job, err: BaseException) -> tuple[_Proc | None, BaseException]:
+        """A worker for ``job`` (running) where its driver has none: its worker died before the job came (killed
+        during its warm-up or while idle), so one more fork, without the warm-up the job would wait for. ``(None,
+        the error)`` when that fails too (or the job was settled meanwhile: closed, overdue)."""
+        try:
+            proc = self._warm(self._fork(False))
+        except RuntimeError as e:  # _Closed included
+            return None, e
+        with self._cond:
+            if job.state != "settled":
+                job.proc = proc
+                return proc, err
+            self._procs.discard(proc)
+        proc.kill()
+        return None, err
 
     def _run(self, proc: _Proc, job: _Job) -> _Proc | None:
         """Run ``job`` on ``proc``; the process to keep for the next job (None: it is gone)."""
