@@ -157,3 +157,26 @@ def test_the_worker_compiles_the_merged_grammar() -> None:
     shipped = xgr.Grammar.deserialize_json(reply[1])
     assert len(str(shipped).splitlines()) < len(str(grammar).splitlines())
     assert json.loads(reply[1])  # the parent's recompile reads it
+
+
+def test_a_long_chain_of_rules_is_left_unmerged_within_a_bounded_time() -> None:
+    # a hostile structural tag can print as a chain of thousands of distinct rules: telling them apart takes as
+    # many refinement rounds as the chain is long (quadratic); past its budget the pass leaves the text as it is
+    import time
+
+    n = 20_000
+    chain = "root ::= ((r0))\n" + "".join(f'r{i} ::= (("a" r{i + 1}) | ("b"))\n' for i in range(n)) + \
+        f'r{n} ::= (("c"))\n'
+    t0 = time.process_time()
+    assert share_equal_rules(chain) is chain
+    assert time.process_time() - t0 < 30  # the unbounded rounds take minutes
+
+
+def test_the_budget_still_merges_real_tool_grammars() -> None:
+    from thinkgate.structured_output.compilation.rule_sharing import REFINE_BUDGET
+
+    vocab = format_vocabulary("hermes")
+    c = build_tool_constraint(CORPUS_TOOLS, "required", format="hermes")
+    text = str(GrammarBuilder(vocab).build(c)[0])
+    assert REFINE_BUDGET > 100 * len(text.splitlines())
+    assert len(share_equal_rules(text).splitlines()) < len(text.splitlines())

@@ -23,7 +23,11 @@ from __future__ import annotations
 import re
 from typing import Any
 
-__all__ = ["share_equal_rules", "shared_grammar"]
+__all__ = ["REFINE_BUDGET", "read_rules", "share_equal_rules", "shared_grammar"]
+
+REFINE_BUDGET = 2_000_000
+"""Rule and reference visits in all while refining the partition (:func:`share_equal_rules`); past it the
+grammar is left unmerged."""
 
 _RULE = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*) ::= (.*)$")
 _LEX = re.compile(r'"(?:[^"\\]|\\.)*"|\[(?:[^\]\\]|\\.)*\]|[A-Za-z_][A-Za-z0-9_]*|[^"\[A-Za-z_]+', re.S)
@@ -79,12 +83,18 @@ def share_equal_rules(ebnf: str, root: str = "root") -> str:
     shapes: dict[tuple[str, ...], int] = {}
     cls = [shapes.setdefault(tuple(p), len(shapes)) for p in pieces]
     n_cls = len(shapes)
-    while True:
+    # each round costs one visit per rule and reference; a chain of rules needs as many rounds as it is long, so
+    # the rounds are bounded in all, and a partition that is not stable by then is not used (it may still join
+    # rules that differ): the text stays as it is (an optimisation only)
+    round_cost = len(names) + sum(map(len, refs))
+    for _ in range(max(1, REFINE_BUDGET // max(1, round_cost))):
         sigs: dict[tuple, int] = {}
         new = [sigs.setdefault((cls[i], *(cls[r] for r in refs[i])), len(sigs)) for i in range(len(names))]
         if len(sigs) == n_cls:
             break
         cls, n_cls = new, len(sigs)
+    else:
+        return ebnf
     if n_cls == len(names):
         return ebnf
     rep: dict[int, int] = {cls[index[root]]: index[root]}
