@@ -717,3 +717,38 @@ BATCH_ANSWERS = [
     (BATCH_SCHEMA, '{"city":' + " " * 40 + '"Rome", "temp": 20}'),  # valid, but past thinkgate's whitespace bound
 ]
 BATCH_MAX_WS = 16  # thinkgate's default bound on a whitespace gap
+
+
+# ================================================================================================
+# compilation: two compiled forms of one grammar compared along random walks
+
+
+def assert_same_masks_along_walks(a, b, vocab: Vocabulary, *, walks: int, steps: int, prefer) -> None:
+    """Random walks through ``a`` and ``b`` (xgrammar compiled grammars of one language): at every step their
+    rows are equal and both accept the token drawn. Half of the time the token comes from ``prefer(allowed)``
+    (a list of the allowed ids to steer walks into the parts under test) when it is not empty. Fresh seed per
+    call, named in every failure."""
+    import random
+
+    import numpy as np
+    import torch
+    import xgrammar as xgr
+
+    width = (vocab.logits_width + 31) // 32
+    seed = random.randrange(2**32)
+    rng = random.Random(seed)
+    ba, bb = torch.zeros((1, width), dtype=torch.int32), torch.zeros((1, width), dtype=torch.int32)
+    for walk in range(walks):
+        ma, mb = xgr.GrammarMatcher(a), xgr.GrammarMatcher(b)
+        for step in range(steps):
+            if ma.is_terminated():
+                break
+            ma.fill_next_token_bitmask(ba)
+            mb.fill_next_token_bitmask(bb)
+            assert torch.equal(ba, bb), f"seed {seed}: walk {walk} step {step}"
+            allowed = np.flatnonzero(np.unpackbits(ba.numpy().view(np.uint8), bitorder="little"))
+            allowed = allowed[allowed < vocab.logits_width]
+            near = prefer(allowed)
+            t = int(rng.choice(near if near and rng.random() < 0.5 else allowed))
+            assert ma.accept_token(t) and mb.accept_token(t), f"seed {seed}: walk {walk} step {step}"
+        assert ma.is_terminated() == mb.is_terminated()

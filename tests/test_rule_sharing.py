@@ -5,11 +5,8 @@ equals the unmerged grammar's."""
 from __future__ import annotations
 
 import json
-import random
 
-import numpy as np
 import pytest
-import torch
 import xgrammar as xgr
 
 from thinkgate.structured_output.compilation._compile_worker import compile_one
@@ -17,6 +14,8 @@ from thinkgate.structured_output.compilation.rule_sharing import share_equal_rul
 from thinkgate.structured_output.compilation.xgrammar_adapter import GrammarBuilder, build_tokenizer_info
 from thinkgate.structured_output.tools import build_tool_constraint
 from thinkgate.testing.vocabularies import format_vocabulary
+
+from support import assert_same_masks_along_walks
 
 CORPUS_TOOLS = [
     {"type": "function", "function": {"name": f"tool_{i}", "parameters": {
@@ -126,25 +125,9 @@ def test_masks_along_random_walks_equal_the_unmerged_grammar(fmt: str) -> None:
     assert len(str(merged).splitlines()) < len(str(grammar).splitlines()), "the tools' copies merge"
     comp = xgr.GrammarCompiler(build_tokenizer_info(vocab), max_threads=1, cache_enabled=False)
     a, b = comp.compile_grammar(grammar), comp.compile_grammar(merged)
-    width = (vocab.logits_width + 31) // 32
-    seed = random.randrange(2**32)
-    rng = random.Random(seed)
-    ba, bb = torch.zeros((1, width), dtype=torch.int32), torch.zeros((1, width), dtype=torch.int32)
-    for walk in range(4):
-        ma, mb = xgr.GrammarMatcher(a), xgr.GrammarMatcher(b)
-        for step in range(150):
-            if ma.is_terminated():
-                break
-            ma.fill_next_token_bitmask(ba)
-            mb.fill_next_token_bitmask(bb)
-            assert torch.equal(ba, bb), f"seed {seed}: walk {walk} step {step}"
-            allowed = np.flatnonzero(np.unpackbits(ba.numpy().view(np.uint8), bitorder="little"))
-            allowed = allowed[allowed < vocab.logits_width]
-            # short tokens half the time, so walks go deep into values as well as across calls
-            short = [t for t in allowed[:4000] if len(vocab.token_bytes[t]) <= 2]
-            t = int(rng.choice(short if short and rng.random() < 0.5 else allowed))
-            assert ma.accept_token(t) and mb.accept_token(t), f"seed {seed}: walk {walk} step {step}"
-        assert ma.is_terminated() == mb.is_terminated()
+    # short tokens half the time, so walks go deep into values as well as across calls
+    assert_same_masks_along_walks(a, b, vocab, walks=4, steps=150,
+                                  prefer=lambda allowed: [t for t in allowed[:4000] if len(vocab.token_bytes[t]) <= 2])
 
 
 def test_the_worker_compiles_the_merged_grammar() -> None:

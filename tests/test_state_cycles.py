@@ -9,9 +9,7 @@ import json
 import random
 import re
 
-import numpy as np
 import pytest
-import torch
 import xgrammar as xgr
 
 from thinkgate.structured_output.compilation._compile_worker import WARM_UP_TOOL_VALUES
@@ -21,6 +19,8 @@ from thinkgate.structured_output.compilation.xgrammar_adapter import GrammarBuil
 from thinkgate.structured_output.tools import build_tool_constraint, get_tool_format, list_tool_formats
 from thinkgate.structured_output.tools.template import ResponseTemplateFormat
 from thinkgate.testing.vocabularies import FORMAT_VOCABULARY, byte_level_vocabulary, format_vocabulary
+
+from support import assert_same_masks_along_walks
 
 LIST_TOOL = {"type": "function", "function": {"name": "send", "parameters": {
     "type": "object", "properties": {"to": {"type": "array", "items": {"type": "string"}},
@@ -136,26 +136,10 @@ def test_masks_along_random_walks_equal_the_original_grammar(fmt: str) -> None:
     assert "_ret" in str(shaped), "the excluded strings were unfolded"
     comp = xgr.GrammarCompiler(build_tokenizer_info(vocab), max_threads=1, cache_enabled=False)
     a, b = comp.compile_grammar(grammar), comp.compile_grammar(shaped)
-    width = (vocab.logits_width + 31) // 32
-    seed = random.randrange(2**32)
-    rng = random.Random(seed)
     quote_like = {t for t in range(vocab.vocab_size) if vocab.token_bytes[t] in (b'"', b'<', b'</', b'",', b'"]', b'\\')}
-    ba, bb = torch.zeros((1, width), dtype=torch.int32), torch.zeros((1, width), dtype=torch.int32)
-    for walk in range(4):
-        ma, mb = xgr.GrammarMatcher(a), xgr.GrammarMatcher(b)
-        for step in range(120):
-            if ma.is_terminated():
-                break
-            ma.fill_next_token_bitmask(ba)
-            mb.fill_next_token_bitmask(bb)
-            assert torch.equal(ba, bb), f"seed {seed}: walk {walk} step {step}"
-            allowed = np.flatnonzero(np.unpackbits(ba.numpy().view(np.uint8), bitorder="little"))
-            allowed = allowed[allowed < vocab.logits_width]
-            # the characters the excluded-string automaton turns on, half of the time
-            near = [int(t) for t in allowed if int(t) in quote_like]
-            t = int(rng.choice(near if near and rng.random() < 0.5 else allowed))
-            assert ma.accept_token(t) and mb.accept_token(t), f"seed {seed}: walk {walk} step {step}"
-        assert ma.is_terminated() == mb.is_terminated()
+    # the characters the excluded-string automaton turns on, half of the time
+    assert_same_masks_along_walks(a, b, vocab, walks=4, steps=120,
+                                  prefer=lambda allowed: [int(t) for t in allowed if int(t) in quote_like])
 
 
 def _json_value_options(tree, out: set) -> None:
