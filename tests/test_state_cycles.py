@@ -7,13 +7,12 @@ from __future__ import annotations
 
 import json
 import random
-import re
 
 import pytest
 import xgrammar as xgr
 
 from thinkgate.structured_output.compilation._compile_worker import WARM_UP_TOOL_VALUES
-from thinkgate.structured_output.compilation.rule_sharing import read_rules, shared_grammar
+from thinkgate.structured_output.compilation.rule_sharing import lex, read_rules, shared_grammar
 from thinkgate.structured_output.compilation.state_cycles import unfold_state_cycles
 from thinkgate.structured_output.compilation.xgrammar_adapter import GrammarBuilder, build_tokenizer_info
 from thinkgate.structured_output.tools import build_tool_constraint, get_tool_format, list_tool_formats
@@ -31,9 +30,7 @@ LIST_TOOL = {"type": "function", "function": {"name": "send", "parameters": {
 def _refs(ebnf: str) -> dict[str, set[str]]:
     names, bodies = read_rules(ebnf)
     known = set(names)
-    return {n: {t for t in re.findall(r"[A-Za-z_][A-Za-z0-9_]*", re.sub(r'"(?:[^"\\]|\\.)*"|\[(?:[^\]\\]|\\.)*\]',
-                                                                           " ", b)) if t in known}
-            for n, b in zip(names, bodies)}
+    return {n: {t for t in lex(b) if t in known} for n, b in zip(names, bodies)}
 
 
 def _cycles_through_several(ebnf: str, prefix: str) -> bool:

@@ -23,7 +23,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-__all__ = ["REFINE_BUDGET", "read_rules", "share_equal_rules", "shared_grammar"]
+__all__ = ["REFINE_BUDGET", "lex", "read_rules", "share_equal_rules", "shared_grammar"]
 
 REFINE_BUDGET = 2_000_000
 """Rule and reference visits in all while refining the partition (:func:`share_equal_rules`); past it the
@@ -31,6 +31,13 @@ grammar is left unmerged."""
 
 _RULE = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*) ::= (.*)$")
 _LEX = re.compile(r'"(?:[^"\\]|\\.)*"|\[(?:[^\]\\]|\\.)*\]|[A-Za-z_][A-Za-z0-9_]*|[^"\[A-Za-z_]+', re.S)
+
+
+def lex(body: str) -> list[str]:
+    """``body`` (a printed rule body) cut into its lexical pieces, which join back to it: each string literal
+    and character class whole (escapes included), each identifier alone, and the text between them. A rule
+    reference is an identifier piece that names a rule (keywords such as ``stop_eos`` are identifiers too)."""
+    return _LEX.findall(body)
 
 
 def read_rules(ebnf: str) -> tuple[list[str], list[str]]:
@@ -67,7 +74,7 @@ def share_equal_rules(ebnf: str, root: str = "root") -> str:
     refs: list[list[int]] = []
     for body in bodies:
         parts, rs, buf = [], [], []
-        for tok in _LEX.findall(body):
+        for tok in lex(body):
             r = index.get(tok)
             if r is None:
                 buf.append(tok)

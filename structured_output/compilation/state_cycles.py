@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import re
 
-from .rule_sharing import read_rules
+from .rule_sharing import lex, read_rules
 
 __all__ = ["WALK_BUDGET_PER_RULE", "unfold_state_cycles"]
 
@@ -63,7 +63,7 @@ def unfold_state_cycles(ebnf: str) -> str:
     for name, body in zip(names, bodies):
         auto = steps.get(name)
         targets = {r for _, r in auto if r is not None} if auto is not None else \
-            {t for t in re.findall(r"[A-Za-z_][A-Za-z0-9_]*", _strip_terms(body)) if t in referrers}
+            {t for t in lex(body) if t in referrers}
         for t in targets:
             referrers[t].add(name)
     taken = set(known)
@@ -105,10 +105,6 @@ def unfold_state_cycles(ebnf: str) -> str:
         else:
             out.append(f"{name} ::= {body}")
     return "\n".join(out) + "\n"
-
-
-def _strip_terms(body: str) -> str:
-    return re.sub(_TERM, " ", body)
 
 
 def _group(start: str, steps: dict[str, list[tuple[str, str | None]]], budget: list[int]) -> list[str] | None:
