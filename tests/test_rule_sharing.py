@@ -4,7 +4,6 @@ equals the unmerged grammar's."""
 
 from __future__ import annotations
 
-import json
 
 import pytest
 import xgrammar as xgr
@@ -136,10 +135,21 @@ def test_the_worker_compiles_the_merged_grammar() -> None:
     grammar, _ = GrammarBuilder(vocab).build(c)
     comp = xgr.GrammarCompiler(build_tokenizer_info(vocab), max_threads=1, cache_enabled=False)
     reply = compile_one(GrammarBuilder(vocab), comp, c, {"ship_compiled_max_bytes": 0, "recompile_max_s": 60})
-    assert reply[0] == "grammar"
-    shipped = xgr.Grammar.deserialize_json(reply[1])
+    assert reply[0] == "text"
+    shipped = xgr.Grammar.from_ebnf(reply[1])  # the parent's recompile reads it
     assert len(str(shipped).splitlines()) < len(str(grammar).splitlines())
-    assert json.loads(reply[1])  # the parent's recompile reads it
+
+
+def test_a_merged_text_that_does_not_compile_falls_back_to_the_text_as_built(monkeypatch) -> None:
+    from thinkgate.structured_output.compilation import rule_sharing
+
+    vocab = format_vocabulary("hermes")
+    c = build_tool_constraint(CORPUS_TOOLS[:2], "required", format="hermes")
+    grammar, _ = GrammarBuilder(vocab).build(c)
+    monkeypatch.setattr(rule_sharing, "shared_text", lambda text: text + "broken ::= (\n")
+    comp = xgr.GrammarCompiler(build_tokenizer_info(vocab), max_threads=1, cache_enabled=False)
+    reply = compile_one(GrammarBuilder(vocab), comp, c, {"ship_compiled_max_bytes": 0, "recompile_max_s": 60})
+    assert reply[0] == "text" and reply[1] == str(grammar)
 
 
 def test_a_long_chain_of_rules_is_left_unmerged_within_a_bounded_time() -> None:

@@ -18,11 +18,12 @@ Wire format: length-prefixed pickles (``send_obj`` / ``recv_obj``) on AF_UNIX st
 - parent -> worker: ``constraint``; worker -> parent: ``("invalid", message)`` (the constraint is
   invalid: a ``ValueError`` for the caller), ``("error", message)`` (xgrammar failed), or
   ``(form, payload, token_level, compile_s, cached)`` where ``form`` is ``"compiled"`` (``payload`` is
-  ``CompiledGrammar.serialize_json()``) or ``"grammar"`` (``payload`` is ``Grammar.serialize_json()``
-  of a grammar whose compiled form is large but proved quick to compile: the parent compiles it again,
-  which costs less than serializing and parsing megabytes of token masks), and ``cached`` says whether
-  the grammar may go through xgrammar's cached compile (:func:`cache_safe`; the parent's recompile
-  follows it).
+  ``CompiledGrammar.serialize_json()``), ``"text"`` (``payload`` is the EBNF text the worker compiled, of a
+  grammar whose compiled form is large but proved quick to compile: the parent compiles it again, which
+  costs less than serializing and parsing megabytes of token masks) or ``"grammar"`` (the same for a
+  grammar that does not survive its text round trip: ``payload`` is ``Grammar.serialize_json()``), and
+  ``cached`` says whether the grammar may go through xgrammar's cached compile (:func:`cache_text`; the
+  parent's recompile follows it).
 """
 
 from __future__ import annotations
@@ -148,7 +149,7 @@ def warm_up(cached: Any, builder: Any) -> None:
     import json
 
     from .constraints import Constraint
-    from .rule_sharing import shared_grammar
+    from .rule_sharing import shared_text
 
     try:
         cached.compile_json_schema(WARM_UP_SCHEMA)
@@ -156,35 +157,50 @@ def warm_up(cached: Any, builder: Any) -> None:
         tag = {"type": "structural_tag", "format": {"type": "sequence", "elements": [
             {"type": "json_schema", "json_schema": schema, **options} for options in WARM_UP_TOOL_VALUES]}}
         grammar, _ = builder.build(Constraint.structural_tag(tag))
-        cached.compile_grammar(shared_grammar(grammar))
+        cached.compile_grammar(shared_text(str(grammar)))  # as compile_one compiles a tool grammar
     except Exception:  # noqa: BLE001 - an optimisation only
         pass
 
 
-def cache_safe(kind: str, grammar: Any) -> bool:
-    """Whether ``grammar`` (of a constraint of ``kind``) may be compiled by xgrammar's cached compiler.
+def cache_text(kind: str, grammar: Any) -> str | None:
+    """The EBNF text through which ``grammar`` (of a constraint of ``kind``) compiles with xgrammar's cached
+    compiler, or None where it must compile as it is, without the cache.
 
     xgrammar 0.2.9's cached compile goes through the grammar's EBNF text, so it compiles the grammar
     that text parses back to: the same grammar exactly when parsing the text gives the same serialized
     grammar (a few tens of ms for a tool constraint of 100 tools; content-dependent, so it runs in the
-    worker). Grammars that do not parse back, or parse back to something else, compile uncached."""
+    worker). Grammars that do not parse back, or parse back to something else, compile uncached. The
+    text of :data:`CACHED_KINDS` is known to parse back and is not checked."""
     if kind in CACHED_KINDS:
-        return True
+        return str(grammar)
     if kind not in CHECKED_KINDS:
-        return False
+        return None
     import xgrammar as xgr
 
+    text = str(grammar)
     try:
-        return xgr.Grammar.from_ebnf(str(grammar)).serialize_json() == grammar.serialize_json()
+        if xgr.Grammar.from_ebnf(text).serialize_json() != grammar.serialize_json():
+            return None
     except Exception:  # noqa: BLE001 - does not parse back: compile it uncached
-        return False
+        return None
+    return text
+
+
+def cache_safe(kind: str, grammar: Any) -> bool:
+    """Whether ``grammar`` (of a constraint of ``kind``) may be compiled by xgrammar's cached compiler
+    (:func:`cache_text`)."""
+    return cache_text(kind, grammar) is not None
 
 
 def compile_one(builder: Any, compiler: Any, constraint: Any, settings: dict[str, Any],
                 cached: Any = None) -> tuple:
     """Validate and compile ``constraint`` (with ``cached``, xgrammar's cached compiler, where
-    :func:`cache_safe`); the reply described in the module docstring."""
-    from .rule_sharing import shared_grammar
+    :func:`cache_text` finds a text for it); the reply described in the module docstring.
+
+    A grammar that survives its text round trip is compiled, and shipped, as text: for a structural tag,
+    the text with equal rules merged and automaton cycles unfolded (``rule_sharing.shared_text``), parsed
+    once, inside xgrammar's compile (should that text fail to compile, the plain one is compiled instead)."""
+    from .rule_sharing import shared_text
     from .xgrammar_adapter import xgrammar_message
 
     try:
@@ -194,15 +210,26 @@ def compile_one(builder: Any, compiler: Any, constraint: Any, settings: dict[str
     except Exception as e:  # noqa: BLE001 - reported to the parent
         return ("error", xgrammar_message(e))
     try:
-        safe = cache_safe(constraint.kind, grammar)
-        if safe and constraint.kind in CHECKED_KINDS:  # the text round-trips: equal rules may share one
-            grammar = shared_grammar(grammar)
-        use_cache = cached is not None and safe
+        text = cache_text(constraint.kind, grammar)
+        use_cache = cached is not None and text is not None
         t0 = time.perf_counter()
-        compiled = (cached if use_cache else compiler).compile_grammar(grammar)
+        if text is None:
+            compiled = compiler.compile_grammar(grammar)
+        else:
+            use = cached if use_cache else compiler
+            shared = shared_text(text) if constraint.kind in CHECKED_KINDS else text
+            try:
+                compiled = use.compile_grammar(shared)
+                text = shared
+            except Exception:  # noqa: BLE001 - a form the merging pass wrote wrong: the text as built
+                if shared == text:
+                    raise
+                compiled = use.compile_grammar(text)
         compile_s = time.perf_counter() - t0
         if (compiled.memory_size_bytes > settings["ship_compiled_max_bytes"]
                 and compile_s <= settings["recompile_max_s"]):
+            if text is not None:
+                return ("text", text, token_level, compile_s, use_cache)
             return ("grammar", grammar.serialize_json(), token_level, compile_s, use_cache)
         return ("compiled", compiled.serialize_json(), token_level, compile_s, use_cache)
     except Exception as e:  # noqa: BLE001

@@ -39,8 +39,8 @@ A worker that dies (a crash inside xgrammar) fails its job with ``RuntimeError``
 restarted if it dies.
 
 What comes back: a grammar that compiled within ``recompile_max_s`` (and whose compiled form is larger
-than ``ship_compiled_max_bytes``, by default 0: every one) comes back as its ``Grammar``, and the parent
-compiles it again: the worker has already proved that it is valid and how long it takes, and the
+than ``ship_compiled_max_bytes``, by default 0: every one) comes back as its EBNF text (a ``Grammar``
+where the text does not round-trip, see below), and the parent compiles it again: the worker has already proved that it is valid and how long it takes, and the
 compiled form costs more to ship than to compile (its JSON is token masks as numbers, several times
 its memory size: a JSON schema's 300 KB cost about 10 ms to write, send and parse against a 1.4 ms
 compile; a tool constraint's megabytes several times its compile), while the grammar is a few KB and the
@@ -51,7 +51,7 @@ outside the GIL for the xgrammar calls.
 
 xgrammar's own cache is on in each worker (and in the parent's recompile path) for JSON schemas and
 objects, and for structural tags (tool constraints) whose grammar survives its text round trip
-(``_compile_worker.cache_safe``: xgrammar's cached compile goes through the grammar's text, which some
+(``_compile_worker.cache_text``: xgrammar's cached compile goes through the grammar's text, which some
 structural tags do not survive), bounded by ``xgrammar_cache_bytes`` each: it keeps the token masks of
 rules by their content, so rules a grammar repeats (JSON strings, numbers, each tool's call syntax) are
 computed once, a schema never seen before compiles in a fraction of the time, and a tool set that shares
@@ -173,7 +173,7 @@ class _Decoder:
                  text_may_allow_all: bool, whitespace: WhitespaceLexicon, xgrammar_cache_bytes: int) -> None:
         self.tokenizer_info = tokenizer_info
         # the recompile path (grammars too large to ship): xgrammar's own cache, bounded, for the grammars the
-        # worker found safe for it (_compile_worker.cache_safe)
+        # worker found safe for it (_compile_worker.cache_text)
         self.xgr = xgr.GrammarCompiler(tokenizer_info, max_threads=num_threads, cache_enabled=False)
         self.xgr_cached = (xgr.GrammarCompiler(tokenizer_info, max_threads=num_threads, cache_enabled=True,
                                                cache_limit_bytes=xgrammar_cache_bytes)
@@ -196,9 +196,9 @@ class _Decoder:
         _, payload, token_level, _, cache_safe = reply
         if form == "compiled":
             compiled = xgr.CompiledGrammar.deserialize_json(payload, self.tokenizer_info)
-        else:  # "grammar": proved valid and quick to compile in the worker (see the module docstring)
+        else:  # "text" / "grammar": proved valid and quick to compile in the worker (see the module docstring)
             use = self.xgr_cached if self.xgr_cached is not None and cache_safe else self.xgr
-            compiled = use.compile_grammar(xgr.Grammar.deserialize_json(payload))
+            compiled = use.compile_grammar(payload if form == "text" else xgr.Grammar.deserialize_json(payload))
         ws = constraint.whitespace_bound
         bound = self.whitespace.bound(ws) if ws is not None else None  # built once per model and bound
         mask = torch.empty((1, self.num_words), dtype=torch.int32)

@@ -14,8 +14,9 @@ its first rule; the root stays first.
 
 The text is read with xgrammar's lexical forms: string literals and character classes (with their
 escapes) are opaque, and only identifiers that name a rule of the grammar are references (keywords such
-as ``stop_eos`` in ``TagDispatch`` are not rule names). The caller parses the result back with
-xgrammar and keeps the original on any failure (:func:`shared_grammar`).
+as ``stop_eos`` in ``TagDispatch`` are not rule names). The caller compiles the result and keeps the
+original on any failure (:func:`shared_text`; the compile worker compiles the text itself, so it is parsed
+once, inside xgrammar's compile).
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-__all__ = ["REFINE_BUDGET", "lex", "read_rules", "share_equal_rules", "shared_grammar"]
+__all__ = ["REFINE_BUDGET", "lex", "read_rules", "share_equal_rules", "shared_grammar", "shared_text"]
 
 REFINE_BUDGET = 2_000_000
 """Rule and reference visits in all while refining the partition (:func:`share_equal_rules`); past it the
@@ -120,20 +121,29 @@ def share_equal_rules(ebnf: str, root: str = "root") -> str:
     return "\n".join(out) + "\n"
 
 
-def shared_grammar(grammar: Any) -> Any:
-    """``grammar`` (an ``xgrammar.Grammar`` that survives its text round trip) with equal rules merged and
-    then its cycles through several automaton rules unfolded (``state_cycles.py``), so that xgrammar's cache
-    computes each rule's masks once and keeps them for the next grammar; parsed back by xgrammar.
-    ``grammar`` itself when neither pass changes the text or the result does not parse."""
-    import xgrammar as xgr
-
+def shared_text(text: str) -> str:
+    """The EBNF ``text`` of a grammar with equal rules merged (:func:`share_equal_rules`) and then its cycles
+    through several automaton rules unfolded (``state_cycles.py``), so that xgrammar's cache computes each
+    rule's masks once and keeps them for the next grammar. ``text`` itself when a pass finds a form it does
+    not read. Not parsed back: the caller compiles it (and keeps ``text`` if that fails)."""
     from .state_cycles import unfold_state_cycles
 
-    text = str(grammar)
     try:
-        shared = unfold_state_cycles(share_equal_rules(text))
-        if shared == text:
-            return grammar
+        return unfold_state_cycles(share_equal_rules(text))
+    except Exception:  # noqa: BLE001 - an unexpected form: the text as it is
+        return text
+
+
+def shared_grammar(grammar: Any) -> Any:
+    """``grammar`` (an ``xgrammar.Grammar`` that survives its text round trip) with :func:`shared_text` applied,
+    parsed back by xgrammar; ``grammar`` itself when the text is unchanged or the result does not parse."""
+    import xgrammar as xgr
+
+    text = str(grammar)
+    shared = shared_text(text)
+    if shared == text:
+        return grammar
+    try:
         return xgr.Grammar.from_ebnf(shared)
-    except Exception:  # noqa: BLE001 - an unexpected form: compile the grammar as built
+    except Exception:  # noqa: BLE001 - the grammar as built
         return grammar
