@@ -174,6 +174,39 @@ def test_sequential_compiles_run_on_the_worker_that_finished_last(qwen_vocab):
         comp.close()
 
 
+@pytest.mark.parametrize("tag", [
+    {"type": "tag", "begin": "", "content": {"type": "any_text"}, "end": "x"},
+    {"type": "sequence", "elements": [{"type": "const_string", "value": "a"},
+                                      {"type": "tag", "begin": "", "content": {"type": "const_string", "value": "b"},
+                                       "end": ""}]},
+])
+def test_a_text_that_compiles_but_does_not_round_trip_is_replaced_by_the_grammar_as_built(qwen_vocab, tag):
+    """The worker compiles a structural tag's text before it checks the round trip, and the parent decodes that
+    reply meanwhile; where the check fails (an empty begin prints as "", which the parser drops), the worker's
+    next reply (the grammar as built, uncached) is the one the compile returns."""
+    c = Constraint.structural_tag(tag)
+    grammar, _ = GrammarBuilder(qwen_vocab).build(c)
+    assert not cache_safe(c.kind, grammar)
+    xgr.Grammar.from_ebnf(str(grammar))  # the text parses (and compiles): only the check tells
+    comp = Compiler(qwen_vocab, num_threads=1)
+    try:
+        forms: list[str] = []
+        decode = comp._decoder.decode
+        comp._decoder.decode = lambda constraint, reply, started: (forms.append(reply[0]),
+                                                                   decode(constraint, reply, started))[1]
+        got = comp.compile(c, timeout=120)
+        assert forms == ["text", "grammar"]
+        plain = xgr.GrammarCompiler(comp.tokenizer_info, max_threads=1, cache_enabled=False).compile_grammar(grammar)
+        for seed in random.Random().sample(range(1 << 30), 2):
+            _walk_equal(got.grammar, plain, qwen_vocab, comp.num_words, seed, steps=40)
+        # and a tool constraint's text is verified: one reply decoded
+        forms.clear()
+        comp.compile(build_tool_constraint(BASE_TOOLS[:2], "required", format="hermes"), timeout=120)
+        assert forms == ["text"]
+    finally:
+        comp.close()
+
+
 @pytest.mark.parametrize("make", [
     lambda: Constraint.json_schema({"type": "object", "properties": {"a": {"type": "string"}, "b": {"type": "integer"}},
                                     "required": ["a"]}),

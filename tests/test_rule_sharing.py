@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 import xgrammar as xgr
 
-from thinkgate.structured_output.compilation._compile_worker import compile_one
+from thinkgate.structured_output.compilation._compile_worker import compile_steps
 from thinkgate.structured_output.compilation.rule_sharing import share_equal_rules, shared_grammar
 from thinkgate.structured_output.compilation.xgrammar_adapter import GrammarBuilder, build_tokenizer_info
 from thinkgate.structured_output.tools import build_tool_constraint
@@ -134,7 +134,9 @@ def test_the_worker_compiles_the_merged_grammar() -> None:
     c = build_tool_constraint(CORPUS_TOOLS, "required", format="hermes")
     grammar, _ = GrammarBuilder(vocab).build(c)
     comp = xgr.GrammarCompiler(build_tokenizer_info(vocab), max_threads=1, cache_enabled=False)
-    reply = compile_one(GrammarBuilder(vocab), comp, c, {"ship_compiled_max_bytes": 0, "recompile_max_s": 60})
+    steps = list(compile_steps(GrammarBuilder(vocab), comp, c, {"ship_compiled_max_bytes": 0, "recompile_max_s": 60}))
+    assert [s[0] for s in steps] == ["unverified", "verified"]  # compiled before the round-trip check
+    reply = steps[0][1]
     assert reply[0] == "text"
     shipped = xgr.Grammar.from_ebnf(reply[1])  # the parent's recompile reads it
     assert len(str(shipped).splitlines()) < len(str(grammar).splitlines())
@@ -148,8 +150,8 @@ def test_a_merged_text_that_does_not_compile_falls_back_to_the_text_as_built(mon
     grammar, _ = GrammarBuilder(vocab).build(c)
     monkeypatch.setattr(rule_sharing, "shared_text", lambda text: text + "broken ::= (\n")
     comp = xgr.GrammarCompiler(build_tokenizer_info(vocab), max_threads=1, cache_enabled=False)
-    reply = compile_one(GrammarBuilder(vocab), comp, c, {"ship_compiled_max_bytes": 0, "recompile_max_s": 60})
-    assert reply[0] == "text" and reply[1] == str(grammar)
+    steps = list(compile_steps(GrammarBuilder(vocab), comp, c, {"ship_compiled_max_bytes": 0, "recompile_max_s": 60}))
+    assert len(steps) == 1 and steps[0][0] == "text" and steps[0][1] == str(grammar)
 
 
 def test_a_long_chain_of_rules_is_left_unmerged_within_a_bounded_time() -> None:

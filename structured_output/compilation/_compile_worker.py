@@ -22,8 +22,10 @@ Wire format: length-prefixed pickles (``send_obj`` / ``recv_obj``) on AF_UNIX st
   grammar whose compiled form is large but proved quick to compile: the parent compiles it again, which
   costs less than serializing and parsing megabytes of token masks) or ``"grammar"`` (the same for a
   grammar that does not survive its text round trip: ``payload`` is ``Grammar.serialize_json()``), and
-  ``cached`` says whether the grammar may go through xgrammar's cached compile (:func:`cache_text`; the
-  parent's recompile follows it).
+  ``cached`` says whether the grammar went through xgrammar's cached compile (the parent's recompile
+  follows it). A structural tag's reply comes first as ``("unverified", reply)``, compiled from its text
+  before the worker checks that the text :func:`round_trips`; the parent decodes it meanwhile and waits for
+  ``("verified",)`` or for the reply that replaces it (:func:`compile_steps`).
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ import socket
 import struct
 import sys
 import time
-from typing import Any
+from typing import Any, Iterator
 
 from .constraints import DEFAULT_TOOL_MAX_WHITESPACE
 
@@ -157,83 +159,108 @@ def warm_up(cached: Any, builder: Any) -> None:
         tag = {"type": "structural_tag", "format": {"type": "sequence", "elements": [
             {"type": "json_schema", "json_schema": schema, **options} for options in WARM_UP_TOOL_VALUES]}}
         grammar, _ = builder.build(Constraint.structural_tag(tag))
-        cached.compile_grammar(shared_text(str(grammar)))  # as compile_one compiles a tool grammar
+        cached.compile_grammar(shared_text(str(grammar)))  # as compile_steps compiles a tool grammar
     except Exception:  # noqa: BLE001 - an optimisation only
         pass
 
 
-def cache_text(kind: str, grammar: Any) -> str | None:
-    """The EBNF text through which ``grammar`` (of a constraint of ``kind``) compiles with xgrammar's cached
-    compiler, or None where it must compile as it is, without the cache.
+def round_trips(text: str, grammar: Any) -> bool:
+    """Whether ``text`` (``str(grammar)``) parses back to ``grammar`` exactly: the same serialized grammar.
 
-    xgrammar 0.2.9's cached compile goes through the grammar's EBNF text, so it compiles the grammar
-    that text parses back to: the same grammar exactly when parsing the text gives the same serialized
-    grammar (a few tens of ms for a tool constraint of 100 tools; content-dependent, so it runs in the
-    worker). Grammars that do not parse back, or parse back to something else, compile uncached. The
-    text of :data:`CACHED_KINDS` is known to parse back and is not checked."""
-    if kind in CACHED_KINDS:
-        return str(grammar)
-    if kind not in CHECKED_KINDS:
-        return None
+    xgrammar 0.2.9's cached compile goes through the grammar's EBNF text, so it compiles the grammar that
+    text parses back to. Some structural tags do not survive it (an ``any_tokens`` with no exclusions prints
+    ``ExcludeToken()``, which does not parse; an empty literal prints ``""``, which the parser drops), and
+    these compile uncached. Content-dependent (a few tens of ms at 100 tools), so it runs in the worker."""
     import xgrammar as xgr
 
-    text = str(grammar)
     try:
-        if xgr.Grammar.from_ebnf(text).serialize_json() != grammar.serialize_json():
-            return None
-    except Exception:  # noqa: BLE001 - does not parse back: compile it uncached
-        return None
-    return text
+        return xgr.Grammar.from_ebnf(text).serialize_json() == grammar.serialize_json()
+    except Exception:  # noqa: BLE001 - does not parse back
+        return False
 
 
 def cache_safe(kind: str, grammar: Any) -> bool:
-    """Whether ``grammar`` (of a constraint of ``kind``) may be compiled by xgrammar's cached compiler
-    (:func:`cache_text`)."""
-    return cache_text(kind, grammar) is not None
+    """Whether ``grammar`` (of a constraint of ``kind``) may be compiled by xgrammar's cached compiler, which
+    compiles its text: always for :data:`CACHED_KINDS`, where it :func:`round_trips` for :data:`CHECKED_KINDS`."""
+    if kind in CACHED_KINDS:
+        return True
+    return kind in CHECKED_KINDS and round_trips(str(grammar), grammar)
 
 
-def compile_one(builder: Any, compiler: Any, constraint: Any, settings: dict[str, Any],
-                cached: Any = None) -> tuple:
-    """Validate and compile ``constraint`` (with ``cached``, xgrammar's cached compiler, where
-    :func:`cache_text` finds a text for it); the reply described in the module docstring.
+def compile_steps(builder: Any, compiler: Any, constraint: Any, settings: dict[str, Any],
+                  cached: Any = None) -> Iterator[tuple]:
+    """Validate and compile ``constraint``: the replies to send, in order (the module docstring).
 
-    A grammar that survives its text round trip is compiled, and shipped, as text: for a structural tag,
-    the text with equal rules merged and automaton cycles unfolded (``rule_sharing.shared_text``), parsed
-    once, inside xgrammar's compile (should that text fail to compile, the plain one is compiled instead)."""
+    A grammar of :data:`CACHED_KINDS` compiles (with ``cached``, xgrammar's cached compiler, when there is one)
+    and ships as its EBNF text. A structural tag's text first has its equal rules merged and its automaton
+    cycles unfolded (``rule_sharing.shared_text``) and compiles at once, before the check that the text
+    :func:`round_trips`: the first reply is ``("unverified", reply)``, and the check runs while the parent
+    compiles that reply; then ``("verified",)``, or, where the text does not round-trip (or did not compile),
+    the reply of the grammar as built, compiled uncached. Any other grammar compiles uncached as it is."""
     from .rule_sharing import shared_text
     from .xgrammar_adapter import xgrammar_message
 
     try:
         grammar, token_level = builder.build(constraint)
     except ValueError as e:
-        return ("invalid", str(e))
+        yield ("invalid", str(e))
+        return
     except Exception as e:  # noqa: BLE001 - reported to the parent
-        return ("error", xgrammar_message(e))
-    try:
-        text = cache_text(constraint.kind, grammar)
-        use_cache = cached is not None and text is not None
-        t0 = time.perf_counter()
-        if text is None:
-            compiled = compiler.compile_grammar(grammar)
-        else:
-            use = cached if use_cache else compiler
-            shared = shared_text(text) if constraint.kind in CHECKED_KINDS else text
-            try:
-                compiled = use.compile_grammar(shared)
-                text = shared
-            except Exception:  # noqa: BLE001 - a form the merging pass wrote wrong: the text as built
-                if shared == text:
-                    raise
-                compiled = use.compile_grammar(text)
-        compile_s = time.perf_counter() - t0
+        yield ("error", xgrammar_message(e))
+        return
+
+    def done(compiled: Any, compile_s: float, text: str | None, use_cache: bool) -> tuple:
         if (compiled.memory_size_bytes > settings["ship_compiled_max_bytes"]
                 and compile_s <= settings["recompile_max_s"]):
             if text is not None:
                 return ("text", text, token_level, compile_s, use_cache)
             return ("grammar", grammar.serialize_json(), token_level, compile_s, use_cache)
         return ("compiled", compiled.serialize_json(), token_level, compile_s, use_cache)
-    except Exception as e:  # noqa: BLE001
-        return ("error", xgrammar_message(e))
+
+    def as_built() -> tuple:
+        try:
+            t0 = time.perf_counter()
+            compiled = compiler.compile_grammar(grammar)
+            return done(compiled, time.perf_counter() - t0, None, False)
+        except Exception as e:  # noqa: BLE001
+            return ("error", xgrammar_message(e))
+
+    kind = constraint.kind
+    if kind not in CACHED_KINDS and kind not in CHECKED_KINDS:
+        yield as_built()
+        return
+    use = cached if cached is not None else compiler
+    text = str(grammar)
+    if kind in CACHED_KINDS:
+        try:
+            t0 = time.perf_counter()
+            compiled = use.compile_grammar(text)
+            yield done(compiled, time.perf_counter() - t0, text, cached is not None)
+        except Exception as e:  # noqa: BLE001
+            yield ("error", xgrammar_message(e))
+        return
+    early = None
+    try:
+        shared = shared_text(text)
+        t0 = time.perf_counter()
+        compiled = use.compile_grammar(shared)
+        early = done(compiled, time.perf_counter() - t0, shared, cached is not None)
+    except Exception:  # noqa: BLE001 - a text that does not compile: the check below decides
+        pass
+    if early is not None:
+        yield ("unverified", early)
+    if round_trips(text, grammar):
+        if early is not None:
+            yield ("verified",)
+            return
+        try:  # the merged text failed (a form the merging pass wrote wrong): the text as built
+            t0 = time.perf_counter()
+            compiled = use.compile_grammar(text)
+            yield done(compiled, time.perf_counter() - t0, text, cached is not None)
+        except Exception as e:  # noqa: BLE001
+            yield ("error", xgrammar_message(e))
+        return
+    yield as_built()
 
 
 def _set_parent_death_signal() -> None:
@@ -279,9 +306,9 @@ def _worker_loop(sock: socket.socket, builder: Any, tokenizer_info: Any, setting
             constraint = recv_obj(sock)
         except (EOFError, OSError):
             return
-        reply = compile_one(builder, compiler, constraint, settings, cached)
         try:
-            send_obj(sock, reply)
+            for reply in compile_steps(builder, compiler, constraint, settings, cached):
+                send_obj(sock, reply)
         except OSError:
             return
 

@@ -47,11 +47,13 @@ compile; a tool constraint's megabytes several times its compile), while the gra
 parent's compile reads xgrammar's cache warmed by earlier ones. A slower compile comes back compiled, as
 ``CompiledGrammar.serialize_json()``, deserialized against the parent's own ``TokenizerInfo``. The
 parent's part (deserialize or recompile, then the first-token row) runs on the worker's driver thread,
-outside the GIL for the xgrammar calls.
+outside the GIL for the xgrammar calls. A structural tag's reply comes before the worker has checked that
+its text round-trips (below): the parent compiles it while the worker checks, and keeps it only once the
+worker confirms (otherwise the worker's next reply, the grammar as built, replaces it).
 
 xgrammar's own cache is on in each worker (and in the parent's recompile path) for JSON schemas and
 objects, and for structural tags (tool constraints) whose grammar survives its text round trip
-(``_compile_worker.cache_text``: xgrammar's cached compile goes through the grammar's text, which some
+(``_compile_worker.round_trips``: xgrammar's cached compile goes through the grammar's text, which some
 structural tags do not survive), bounded by ``xgrammar_cache_bytes`` each: it keeps the token masks of
 rules by their content, so rules a grammar repeats (JSON strings, numbers, each tool's call syntax) are
 computed once, a schema never seen before compiles in a fraction of the time, and a tool set that shares
@@ -173,7 +175,7 @@ class _Decoder:
                  text_may_allow_all: bool, whitespace: WhitespaceLexicon, xgrammar_cache_bytes: int) -> None:
         self.tokenizer_info = tokenizer_info
         # the recompile path (grammars too large to ship): xgrammar's own cache, bounded, for the grammars the
-        # worker found safe for it (_compile_worker.cache_text)
+        # worker found safe for it (_compile_worker.round_trips)
         self.xgr = xgr.GrammarCompiler(tokenizer_info, max_threads=num_threads, cache_enabled=False)
         self.xgr_cached = (xgr.GrammarCompiler(tokenizer_info, max_threads=num_threads, cache_enabled=True,
                                                cache_limit_bytes=xgrammar_cache_bytes)

@@ -377,35 +377,23 @@ class WorkerPool:
         return None, err
 
     def _run(self, proc: _Proc, job: _Job) -> _Proc | None:
-        """Run ``job`` on ``proc``; the process to keep for the next job (None: it is gone)."""
+        """Run ``job`` on ``proc``; the process to keep for the next job (None: it is gone).
+
+        An ``("unverified", reply)`` is decoded at once, while the worker checks it; it settles the job when
+        ``("verified",)`` follows, and the reply that follows instead replaces it."""
         try:
             data = pickle.dumps(job.constraint, protocol=pickle.HIGHEST_PROTOCOL)
         except Exception as e:  # noqa: BLE001 - e.g. an option value that does not pickle
             self._settle(job, exc=ValueError(f"the constraint cannot be sent to a compile worker "
                                              f"({type(e).__name__}: {e})"))
             return proc
+        early: tuple | None = None  # ("ok", result) / ("exc", error) of an unverified reply
         try:
             _wire.send_bytes(proc.sock, data)
-            while True:
-                now = time.monotonic()
-                if job.state == "settled":  # killed by stop_if_overdue or close
-                    return None
-                if now >= job.deadline:
-                    self._settle(job, exc=TimeoutError("the compile did not finish within its deadline"),
-                                 kill=True, timeout=True)
-                    return None
-                wait = job.deadline - now
-                if not proc.slow:  # past slow_after_s, look again for contention every CONTENTION_POLL_S
-                    wait = min(wait, max(self.CONTENTION_POLL_S if now >= job.started + self._slow_after_s else 0.0,
-                                         job.started + self._slow_after_s - now))
-                ready, _, _ = select.select([proc.sock], [], [], wait)
-                if ready:
-                    reply = _wire.recv_obj(proc.sock)
-                    break
-                if (not proc.slow and time.monotonic() >= job.started + self._slow_after_s
-                        and self._contended(job)):
-                    proc.slow = True  # the slow lane: lower priority, retire after this job
-                    proc.renice(self.SLOW_NICENESS)
+            reply = self._receive(proc, job)
+            if reply is not None and reply[0] == "unverified":
+                early = self._decode(job, reply[1])
+                reply = self._receive(proc, job)
         except (EOFError, OSError, ValueError) as e:  # died (or killed: then the job is settled already)
             self._settle(job, exc=RuntimeError(f"the compile worker process died ({type(e).__name__}: {e}); "
                                                f"xgrammar crashed on this constraint"), crash=True)
@@ -413,19 +401,51 @@ class WorkerPool:
                 self._procs.discard(proc)
             proc.kill()
             return None
+        if reply is None:  # settled: past its deadline, stopped, or the pool closed
+            return None
         keep: _Proc | None = proc
         if proc.slow:  # reniced: it cannot be raised back, so it goes
             with self._cond:
                 self._procs.discard(proc)
             proc.kill()
             keep = None
-        try:
-            result = self._decoder.decode(job.constraint, reply, job.started)
-        except BaseException as e:  # noqa: BLE001 - every failure belongs to the future
-            self._settle(job, exc=e)
+        outcome = early if reply[0] == "verified" and early is not None else self._decode(job, reply)
+        if outcome[0] == "ok":
+            self._settle(job, result=outcome[1])
         else:
-            self._settle(job, result=result)
+            self._settle(job, exc=outcome[1])
         return keep
+
+    def _decode(self, job: _Job, reply: tuple) -> tuple:
+        """``("ok", result)`` or ``("exc", error)`` of the decoder on ``reply``."""
+        try:
+            return ("ok", self._decoder.decode(job.constraint, reply, job.started))
+        except BaseException as e:  # noqa: BLE001 - every failure belongs to the future
+            return ("exc", e)
+
+    def _receive(self, proc: _Proc, job: _Job) -> tuple | None:
+        """The worker's next message for ``job``; None when the job was settled first (stopped or closed), or
+        settled here at its deadline (the worker killed). Moves a long compile to the slow lane on the way.
+        ``EOFError`` / ``OSError`` when the worker died."""
+        while True:
+            now = time.monotonic()
+            if job.state == "settled":  # killed by stop_if_overdue or close
+                return None
+            if now >= job.deadline:
+                self._settle(job, exc=TimeoutError("the compile did not finish within its deadline"),
+                             kill=True, timeout=True)
+                return None
+            wait = job.deadline - now
+            if not proc.slow:  # past slow_after_s, look again for contention every CONTENTION_POLL_S
+                wait = min(wait, max(self.CONTENTION_POLL_S if now >= job.started + self._slow_after_s else 0.0,
+                                     job.started + self._slow_after_s - now))
+            ready, _, _ = select.select([proc.sock], [], [], wait)
+            if ready:
+                return _wire.recv_obj(proc.sock)
+            if (not proc.slow and time.monotonic() >= job.started + self._slow_after_s
+                    and self._contended(job)):
+                proc.slow = True  # the slow lane: lower priority, retire after this job
+                proc.renice(self.SLOW_NICENESS)
 
     def _contended(self, job: _Job) -> bool:
         """Whether a job other than ``job`` waits or runs at full priority: only then does a slow
