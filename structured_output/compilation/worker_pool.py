@@ -431,17 +431,17 @@ class WorkerPool:
             now = time.monotonic()
             if job.state == "settled":  # killed by stop_if_overdue or close
                 return None
-            if now >= job.deadline:
-                self._settle(job, exc=TimeoutError("the compile did not finish within its deadline"),
-                             kill=True, timeout=True)
-                return None
-            wait = job.deadline - now
+            wait = max(0.0, job.deadline - now)
             if not proc.slow:  # past slow_after_s, look again for contention every CONTENTION_POLL_S
                 wait = min(wait, max(self.CONTENTION_POLL_S if now >= job.started + self._slow_after_s else 0.0,
                                      job.started + self._slow_after_s - now))
             ready, _, _ = select.select([proc.sock], [], [], wait)
-            if ready:
+            if ready:  # taken even past the deadline: the worker finished (the parent's decode took the time)
                 return _wire.recv_obj(proc.sock)
+            if time.monotonic() >= job.deadline:
+                self._settle(job, exc=TimeoutError("the compile did not finish within its deadline"),
+                             kill=True, timeout=True)
+                return None
             if (not proc.slow and time.monotonic() >= job.started + self._slow_after_s
                     and self._contended(job)):
                 proc.slow = True  # the slow lane: lower priority, retire after this job
