@@ -7,6 +7,9 @@ past its 56 tools, renamed copies), a ``required`` request:
 - ``cold_ms``: the compile on empty caches (``Compiler.compile`` on a fresh, started compiler: validation,
   then xgrammar's mask precomputation in a worker, the parent's part; the compiler's start-up is per model
   and not counted), median over ``--repeat`` cold compiles;
+- ``cold_warm_ms``: the same on a fresh compiler started for the format (``Compiler(..., warm_up=
+  tools.tool_format_warm_up(format))``: the format's call syntax compiled at start-up, as a server started
+  with its tool parser can), alternated with ``cold_ms``; ``x_xgr_warm`` it over ``xgr_cold_ms``;
 - ``swap1_ms``: right after it, on the same compiler, the tool set with its first tool dropped and a new
   one added (an agent's next turn: the shared tools' rules are in xgrammar's cache);
 - ``mem_mb``: the compiled grammar's memory (``memory_size_bytes``);
@@ -71,7 +74,8 @@ XGRAMMAR_TAGS = {
 
 
 DEFAULT_FORMATS = ("hermes", "qwen3_6", "deepseek_v4", "gemma4")
-COLUMNS = ["format", "tools", "build_ms", "cold_ms", "xgr_cold_ms", "x_xgr", "xgr_nocache_ms", "swap1_ms",
+COLUMNS = ["format", "tools", "build_ms", "cold_ms", "xgr_cold_ms", "x_xgr", "cold_warm_ms", "x_xgr_warm",
+           "xgr_nocache_ms", "swap1_ms",
            "xgr_swap1_ms", "swap1_x_xgr", "mem_mb", "xgr_mem_mb", "mem_x_xgr", "schema_cold_ms", "cold_x",
            "cached_us", "fill_us", "fill_max_us", "spec_kb"]
 PROPS_FORMATS = ("gemma4", "hermes", "qwen3_6")
@@ -137,11 +141,9 @@ def main(args: argparse.Namespace) -> int:
     import statistics
     import time
 
-    import xgrammar as xgr
-
     from bench.harness import print_table, progress, write_rows
     from thinkgate.structured_output.compilation.compiler import Compiler
-    from thinkgate.structured_output.tools import build_tool_constraint, list_tool_formats
+    from thinkgate.structured_output.tools import build_tool_constraint, list_tool_formats, tool_format_warm_up
     from thinkgate.testing.vocabularies import FORMAT_VOCABULARY, format_vocabulary
 
     names = [f for f in list_tool_formats() if f in FORMAT_VOCABULARY and f != "json"]
@@ -159,9 +161,10 @@ def main(args: argparse.Namespace) -> int:
     compilers: dict[str, Compiler] = {}
     xgr_compilers: dict[str, tuple] = {}
 
-    def fresh(vocab) -> Compiler:
-        """A started compiler whose caches (ours and xgrammar's, in the workers and the parent) are empty."""
-        comp = Compiler(vocab, num_threads=args.threads)
+    def fresh(vocab, warm_up=()) -> Compiler:
+        """A started compiler whose caches (ours and xgrammar's, in the workers and the parent) hold only the
+        start-up's rules (and those of ``warm_up``)."""
+        comp = Compiler(vocab, num_threads=args.threads, warm_up=warm_up)
         comp.wait_ready(300)  # the start-up (zygote, tables) is per model, not per compile
         return comp
 
@@ -181,7 +184,8 @@ def main(args: argparse.Namespace) -> int:
             assert c is not None
             swapped = build_tool_constraint(tools[1:], "required", format=fmt, **bound(fmt, vocab))
             base = schema_order_constraint(fmt, tools[:n])
-            colds, base_colds, swaps = [], [], []
+            fmt_warm_up = tool_format_warm_up(fmt, **bound(fmt, vocab))
+            colds, warm_colds, base_colds, swaps = [], [], [], []
             for _ in range(max(1, args.repeat)):  # alternated, so that load changes hit both alike
                 comp = fresh(vocab)
                 try:
@@ -189,6 +193,11 @@ def main(args: argparse.Namespace) -> int:
                     colds.append(ms)
                     # the agent's next turn: one tool dropped, one added (shared tools' rules are cached)
                     swaps.append(timed_compile(comp, swapped)[0])
+                finally:
+                    comp.close()
+                comp = fresh(vocab, fmt_warm_up)
+                try:
+                    warm_colds.append(timed_compile(comp, c)[0])
                 finally:
                     comp.close()
                 if base is not None and base.key != c.key:
@@ -207,7 +216,8 @@ def main(args: argparse.Namespace) -> int:
                 comp.compile(c)
                 hits.append((time.perf_counter() - t0) * 1e6)
             row = {"format": fmt, "tools": n, "vocab": vocab.name, "build_ms": build_ms,
-                   "cold_ms": statistics.median(colds), "swap1_ms": statistics.median(swaps),
+                   "cold_ms": statistics.median(colds), "cold_warm_ms": statistics.median(warm_colds),
+                   "swap1_ms": statistics.median(swaps),
                    "cached_us": statistics.median(hits), "spec_kb": len(c.spec.encode()) / 1024,
                    "mem_mb": compiled.grammar.memory_size_bytes / 2**20}
             if base_colds:
@@ -219,6 +229,7 @@ def main(args: argparse.Namespace) -> int:
                 row.update(_xgrammar_cold(fmt, vocab, tools, n, xgr_compilers, args))
                 if row.get("xgr_cold_ms"):
                     row["x_xgr"] = row["cold_ms"] / row["xgr_cold_ms"]
+                    row["x_xgr_warm"] = row["cold_warm_ms"] / row["xgr_cold_ms"]
                     row["swap1_x_xgr"] = row["swap1_ms"] / row["xgr_swap1_ms"]
                     row["mem_x_xgr"] = row["mem_mb"] / row["xgr_mem_mb"]
             progress(f"{fmt} x{n}: cold {row['cold_ms']:.0f} ms")

@@ -23,6 +23,7 @@ def test_bench_tools_tiny(tmp_path, capsys):
         assert r["cold_ms"] > 0 and r["cached_us"] > 0 and r["build_ms"] > 0 and r["xgr_cold_ms"] > 0
         assert r["swap1_ms"] > 0 and r["xgr_swap1_ms"] > 0 and r["mem_mb"] > 0 and r["mem_x_xgr"] > 0
         assert r["x_xgr"] == r["cold_ms"] / r["xgr_cold_ms"]
+        assert r["cold_warm_ms"] > 0 and r["x_xgr_warm"] == r["cold_warm_ms"] / r["xgr_cold_ms"]
         assert r["cached_us"] < r["cold_ms"] * 1e3  # a cache hit is cheaper than a cold compile
         assert r["fill_us"] is not None and r["fill_us"] > 0  # our grammar accepted the rendered call
         # the schema-order baseline of the same run (the corpus's first tools have several properties)

@@ -143,6 +143,55 @@ def test_tool_sets_that_share_tools_share_the_cached_rules(qwen_vocab):
         comp.close()
 
 
+def test_a_compiler_started_for_a_tool_format_has_its_call_syntax_cached(qwen_vocab):
+    """``warm_up``: the format's call syntax compiled at start-up, in the parent (below) and in each worker
+    (the same function, given the settings the pool sends): the first tool set of the format then adds only its
+    own tools' rules to the cache, with the same rows."""
+    from thinkgate.structured_output.compilation._compile_worker import _compilers
+    from thinkgate.structured_output.tools import tool_format_warm_up
+
+    warm_up = tool_format_warm_up("qwen3_coder")
+    assert [c.kind for c in warm_up] == ["structural_tag", "structural_tag"]  # required and auto
+    tools = build_tool_constraint(BASE_TOOLS[:4], "required", format="qwen3_coder")
+    plain, warmed = Compiler(qwen_vocab, num_threads=1), Compiler(qwen_vocab, num_threads=1, warm_up=warm_up)
+    try:
+        assert plain.wait_ready(120) and warmed.wait_ready(120)
+        assert warmed._pool._settings["warm_up"] == warm_up
+        grew = []
+        for comp in (plain, warmed):
+            cache = comp._decoder.xgr_cached
+            before = cache.get_cache_size_bytes()
+            grew.append((before, comp.compile(tools, timeout=120), cache.get_cache_size_bytes() - before))
+        (start_plain, a, grew_plain), (start_warm, b, grew_warm) = grew
+        assert start_warm > start_plain and grew_warm < grew_plain
+        assert (a.initial_mask == b.initial_mask).all()
+        for seed in random.Random().sample(range(1 << 30), 2):
+            _walk_equal(a.grammar, b.grammar, qwen_vocab, plain.num_words, seed, steps=60)
+    finally:
+        plain.close()
+        warmed.close()
+    builder = GrammarBuilder(qwen_vocab)
+    settings = {"num_threads": 1, "xgrammar_cache_bytes": 64 << 20}
+    sizes = [_compilers(plain.tokenizer_info, builder, {**settings, "warm_up": extra}, True)[1].get_cache_size_bytes()
+             for extra in ((), warm_up)]
+    assert sizes[1] > sizes[0]
+
+
+def test_warm_up_takes_constraints_and_skips_one_that_fails(qwen_vocab):
+    for bad in (build_tool_constraint(BASE_TOOLS[:1], "required", format="hermes"), "hermes", [{"type": "any_text"}]):
+        with pytest.raises(ValueError, match="warm_up"):
+            Compiler(qwen_vocab, num_threads=1, warm_up=bad)
+    broken = Constraint.structural_tag({"type": "no_such_format"})
+    comp = Compiler(qwen_vocab, num_threads=1, warm_up=[broken, Constraint.regex("a+")])
+    try:
+        assert comp.wait_ready(120)
+        assert comp.compile(Constraint.json_schema({"type": "integer"}), timeout=60) is not None
+        with pytest.raises(ValueError):
+            comp.compile(broken, timeout=60)  # its own compile reports it
+    finally:
+        comp.close()
+
+
 def test_a_thousand_submits_of_one_tool_set_compile_once(qwen_vocab):
     comp = Compiler(qwen_vocab, num_threads=2)
     try:

@@ -15,7 +15,9 @@ from thinkgate.structured_output.compilation._compile_worker import WARM_UP_TOOL
 from thinkgate.structured_output.compilation.rule_sharing import lex, read_rules, shared_grammar
 from thinkgate.structured_output.compilation.state_cycles import unfold_state_cycles
 from thinkgate.structured_output.compilation.xgrammar_adapter import GrammarBuilder, build_tokenizer_info
-from thinkgate.structured_output.tools import build_tool_constraint, get_tool_format, list_tool_formats
+from thinkgate.structured_output import Constraint
+from thinkgate.structured_output.tools import (build_tool_constraint, get_tool_format, list_tool_formats,
+                                               tool_format_warm_up)
 from thinkgate.structured_output.tools.template import ResponseTemplateFormat
 from thinkgate.testing.vocabularies import FORMAT_VOCABULARY, byte_level_vocabulary, format_vocabulary
 
@@ -169,6 +171,41 @@ def test_the_warm_up_covers_the_json_values_of_every_tool_format() -> None:
     assert seen, "no format writes JSON values"
     missing = {o: sorted(f) for o, f in seen.items() if o not in warmed}
     assert not missing, f"tool formats whose JSON values the warm-up does not cover: {missing}"
+
+
+def _value_nodes(node, found: set) -> None:
+    """The regex and free-text formats of a structural tag (a tool format's value shapes), as JSON text."""
+    if isinstance(node, list):
+        for x in node:
+            _value_nodes(x, found)
+    elif isinstance(node, dict):
+        if node.get("type") in ("regex", "any_text"):
+            found.add(json.dumps(node, sort_keys=True))
+        for v in node.values():
+            _value_nodes(v, found)
+
+
+def test_a_tool_formats_warm_up_holds_the_value_shapes_of_its_tool_sets() -> None:
+    """``tools.tool_format_warm_up``: for every format, its constraints hold every regex and free-text value shape
+    that a tool set of strings, arrays of strings and objects writes (the rules a compiler started for the format
+    has in its cache before the first request)."""
+    for fmt in list_tool_formats():
+        vocab = format_vocabulary(fmt) if fmt in FORMAT_VOCABULARY else None
+        bound = {"vocabulary": vocab} if isinstance(get_tool_format(fmt), ResponseTemplateFormat) else {}
+        warm = tool_format_warm_up(fmt, **bound)
+        assert warm and all(isinstance(c, Constraint) for c in warm), fmt
+        warmed: set = set()
+        for c in warm:
+            if c.kind == "structural_tag":
+                _value_nodes(json.loads(c.spec), warmed)
+        for choice in ("required", "auto"):
+            c = build_tool_constraint([{**LIST_TOOL, "function": {**LIST_TOOL["function"], "strict": True}}], choice,
+                                      format=fmt, **bound)
+            if c is None or c.kind != "structural_tag":
+                continue
+            used: set = set()
+            _value_nodes(json.loads(c.spec), used)
+            assert used <= warmed, f"{fmt} {choice}: value shapes the warm-up lacks: {sorted(used - warmed)[:3]}"
 
 
 def test_a_long_chain_of_automaton_rules_costs_a_bounded_walk() -> None:

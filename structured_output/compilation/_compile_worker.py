@@ -37,7 +37,7 @@ import socket
 import struct
 import sys
 import time
-from typing import Any, Iterator
+from typing import Any, Iterator, Sequence
 
 from .constraints import DEFAULT_TOOL_MAX_WHITESPACE
 
@@ -140,28 +140,44 @@ automaton), so :func:`warm_up` compiles :data:`WARM_UP_SCHEMA` once with each (`
 checks that every registered tool format's JSON values use one of these)."""
 
 
-def warm_up(cached: Any, builder: Any) -> None:
+def warm_up(cached: Any, builder: Any, extra: Sequence[Any] = ()) -> None:
     """Compile :data:`WARM_UP_SCHEMA` with ``cached`` (an xgrammar compiler with its cache on) as a JSON schema,
     and as a tool argument with each of :data:`WARM_UP_TOOL_VALUES` (built by ``builder``, a
     :class:`~.xgrammar_adapter.GrammarBuilder`, and shaped as the worker shapes tool grammars), so that its
     cache holds the token masks of the JSON rules every JSON schema and every JSON-argument tool grammar
     repeats (strings, numbers, whitespace, any value): a new schema or tool set then computes only its own
-    rules (hermes' one-tool grammar, in-process: 24-32 ms cold, 1.5 ms after it). Per model, at start-up; a
-    failure only leaves the cache cold."""
+    rules (hermes' one-tool grammar, in-process: 24-32 ms cold, 1.5 ms after it). Then the constraints of
+    ``extra`` (the compiler's ``warm_up``: say, a tool format's call syntax, ``tools.tool_format_warm_up``),
+    as :func:`compile_steps` compiles them. Per model, at start-up; a failure only leaves the cache cold."""
     import json
 
     from .constraints import Constraint
-    from .rule_sharing import shared_text
 
     try:
         cached.compile_json_schema(WARM_UP_SCHEMA)
         schema = json.loads(WARM_UP_SCHEMA)
         tag = {"type": "structural_tag", "format": {"type": "sequence", "elements": [
             {"type": "json_schema", "json_schema": schema, **options} for options in WARM_UP_TOOL_VALUES]}}
-        grammar, _ = builder.build(Constraint.structural_tag(tag))
-        cached.compile_grammar(shared_text(str(grammar)))  # as compile_steps compiles a tool grammar
+        _warm_one(cached, builder, Constraint.structural_tag(tag))
     except Exception:  # noqa: BLE001 - an optimisation only
         pass
+    for constraint in extra:
+        try:
+            _warm_one(cached, builder, constraint)
+        except Exception:  # noqa: BLE001 - an optimisation only (the constraint's own compile reports it)
+            pass
+
+
+def _warm_one(cached: Any, builder: Any, constraint: Any) -> None:
+    """``constraint`` compiled with ``cached`` through the text :func:`compile_steps` compiles (unchecked: a
+    text that does not round-trip only warms rules of another grammar)."""
+    from .rule_sharing import shared_text
+
+    if constraint.kind not in CACHED_KINDS and constraint.kind not in CHECKED_KINDS:
+        return
+    grammar, _ = builder.build(constraint)
+    text = str(grammar)
+    cached.compile_grammar(shared_text(text) if constraint.kind in CHECKED_KINDS else text)
 
 
 def round_trips(text: str, grammar: Any) -> bool:
@@ -290,7 +306,7 @@ def _compilers(tokenizer_info: Any, builder: Any, settings: dict[str, Any], warm
     cached = (xgr.GrammarCompiler(tokenizer_info, max_threads=settings["num_threads"], cache_enabled=True,
                                   cache_limit_bytes=cache_bytes) if cache_bytes > 0 else None)
     if cached is not None and warm:
-        warm_up(cached, builder)
+        warm_up(cached, builder, settings.get("warm_up", ()))
     return compiler, cached
 
 

@@ -63,7 +63,8 @@ The zygote compiles nothing; each standing worker (while idle, before its first 
 start-up compile a JSON schema of every value type, as a response and as a tool argument of each kind the
 tool formats write (``_compile_worker.warm_up``), so the JSON rules every schema and JSON-argument tool
 grammar repeats are in its cache before the first job (the worker reports ``("warm",)``; ``wait_ready``
-waits for the standing workers'). An extra worker, forked for a job that waits, skips the warm-up. Memory:
+waits for the standing workers'), then the compiler's ``warm_up`` constraints (a tool format's call syntax:
+the rules every tool set of that format repeats). An extra worker, forked for a job that waits, skips the warm-up. Memory:
 at most ``max_workers`` caches of ``xgrammar_cache_bytes``.
 
 JSON whitespace bounds (``max_whitespace``) are not compiled into the grammar: the grammar is xgrammar's
@@ -86,6 +87,7 @@ import threading
 import time
 import weakref
 from collections import OrderedDict
+from collections.abc import Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any
@@ -184,10 +186,10 @@ class _Decoder:
         self.text_may_allow_all = text_may_allow_all
         self.whitespace = whitespace
 
-    def warm_up(self, builder: GrammarBuilder) -> None:
+    def warm_up(self, builder: GrammarBuilder, extra: Sequence[Constraint]) -> None:
         """The recompile path's cache, warmed as each worker's is (``_compile_worker.warm_up``)."""
         if self.xgr_cached is not None:
-            warm_up(self.xgr_cached, builder)
+            warm_up(self.xgr_cached, builder, extra)
 
     def decode(self, constraint: Constraint, reply: tuple, started: float) -> CompiledConstraint:
         form = reply[0]
@@ -252,13 +254,19 @@ class Compiler:
     xgrammar_cache_bytes:
         Bound of xgrammar's own compiler cache in each worker and in the parent (0: off); see the
         module docstring.
+    warm_up:
+        Constraints compiled into that cache at start-up, after the JSON rules (module docstring): what this
+        model's requests will repeat, such as its tool format's call syntax
+        (``tools.tool_format_warm_up(format)``), so that the first request of each worker does not compute
+        those rules. A constraint that fails to compile there is skipped (its own compile reports it).
     """
 
     def __init__(self, vocabulary: Vocabulary | str | Any, *, num_threads: int = 2,
                  cache_limit_bytes: int = 512 << 20, sync_validate_max_bytes: int = 0,
                  compile_timeout_s: float = 60.0, max_workers: int = 16, slow_after_s: float = 0.5,
                  worker_idle_s: float = 60.0, ship_compiled_max_bytes: int = 0,
-                 recompile_max_s: float = 30.0, xgrammar_cache_bytes: int = 64 << 20) -> None:
+                 recompile_max_s: float = 30.0, xgrammar_cache_bytes: int = 64 << 20,
+                 warm_up: Sequence[Constraint] = ()) -> None:
         if isinstance(num_threads, bool) or not isinstance(num_threads, int) or num_threads < 1:
             raise ValueError(f"num_threads must be a positive integer, got {num_threads!r}")
         if not isinstance(cache_limit_bytes, int) or cache_limit_bytes < 0:
@@ -272,6 +280,12 @@ class Compiler:
                             ("worker_idle_s", worker_idle_s), ("recompile_max_s", recompile_max_s)):
             if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
                 raise ValueError(f"{name} must be a positive number of seconds, got {value!r}")
+        if isinstance(warm_up, (str, bytes, Constraint)) or not isinstance(warm_up, Sequence) or not all(
+                isinstance(c, Constraint) for c in warm_up):
+            raise ValueError("warm_up must be a sequence of Constraint objects (tools.tool_format_warm_up gives a "
+                             "tool format's)")
+        self.warm_up: tuple[Constraint, ...] = tuple(warm_up)
+        """Constraints each cached xgrammar compiler (every standing worker's, the parent's) compiles at start-up."""
         self.vocabulary = Vocabulary.coerce(vocabulary)
         self.tokenizer_info = build_tokenizer_info(self.vocabulary)
         self._grammars = GrammarBuilder(self.vocabulary)
@@ -309,7 +323,8 @@ class Compiler:
                                  idle_s=float(worker_idle_s),
                                  settings={"ship_compiled_max_bytes": int(ship_compiled_max_bytes),
                                            "recompile_max_s": float(recompile_max_s),
-                                           "xgrammar_cache_bytes": int(xgrammar_cache_bytes)},
+                                           "xgrammar_cache_bytes": int(xgrammar_cache_bytes),
+                                           "warm_up": self.warm_up},
                                  name=f"thinkgate-compile-{self.vocabulary.name}")
         # at exit or when collected: stop the workers (the pool holds no reference to the compiler)
         self._finalizer = weakref.finalize(self, close_pool, self._pool)
@@ -369,7 +384,7 @@ class Compiler:
         parent's xgrammar cache (``_Decoder.warm_up``)."""
         for bound in (DEFAULT_MAX_WHITESPACE, DEFAULT_TOOL_MAX_WHITESPACE):
             self.whitespace.bound(bound)
-        self._decoder.warm_up(self._grammars)
+        self._decoder.warm_up(self._grammars, self.warm_up)
 
     def wait_ready(self, timeout: float | None = None) -> bool:
         """Wait until the worker processes are started, the default JSON whitespace bounds' tables (JSON

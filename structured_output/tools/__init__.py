@@ -47,7 +47,7 @@ __all__ = [
     "ToolRequest", "ToolSpec", "ToolCall", "ToolCallsResult", "ToolFormat", "CallFormat", "HarmonyFormat",
     "JsonCallsFormat", "Strictness", "KeyOrder", "ToolChoiceMode", "STRICTNESS_LEVELS", "DEFAULT_TOOL_MAX_WHITESPACE",
     "MarkedText", "CallPolicy", "MAX_ARGUMENT_DEPTH", "MAX_TOOL_SCHEMA_DEPTH", "ToolStream", "ToolStreamDelta",
-    "MarkedDecoder", "CallDelta",
+    "MarkedDecoder", "CallDelta", "WARM_UP_TOOL", "tool_format_warm_up",
 ]
 
 
@@ -89,6 +89,35 @@ def build_tool_constraint(
                                      strictness=strictness)
     request = with_key_order(request, key_order)
     return fmt.constraint(request, vocabulary=vocabulary, max_whitespace=max_whitespace)
+
+
+WARM_UP_TOOL: Mapping[str, Any] = {"type": "function", "function": {
+    "name": "warm_up", "strict": True, "parameters": {
+        "type": "object", "required": ["s", "n", "i", "b", "e", "a", "o"],
+        "properties": {"s": {"type": "string"}, "n": {"type": "number"}, "i": {"type": "integer"},
+                       "b": {"type": "boolean"}, "e": {"type": "string", "enum": ["x", "y"]},
+                       "a": {"type": "array", "items": {"type": "string"}},
+                       "o": {"type": "object", "properties": {"k": {"type": "string"}}},
+                       "f": {"type": "object"}, "u": {"type": "array", "items": {"type": "integer"}}}}}}
+"""The tool of :func:`tool_format_warm_up`: a parameter of each value kind the formats write differently."""
+
+
+def tool_format_warm_up(format: str, *, vocabulary: Vocabulary | None = None,
+                        max_whitespace: int | None = DEFAULT_TOOL_MAX_WHITESPACE) -> tuple[Constraint, ...]:
+    """The constraints to warm a compiler with (``Compiler(vocabulary, warm_up=...)``) for a model served with
+    tool format ``format``: :data:`WARM_UP_TOOL` forced (``"required"``) and in free text (``"auto"``, the tool
+    strict), built as :func:`build_tool_constraint` builds a request's (pass the same ``vocabulary`` and
+    ``max_whitespace``). Compiling them at start-up puts the rules every tool set of the format repeats (its
+    markers, its raw and quoted string values, its free text) in each compile worker's xgrammar cache, so the
+    first tool request of each worker computes only its own tools' rules (``python -m bench tools``:
+    ``cold_warm_ms``). ``ValueError`` as :func:`build_tool_constraint` raises it."""
+    out = []
+    for choice in ("required", "auto"):
+        c = build_tool_constraint([WARM_UP_TOOL], choice, format=format, vocabulary=vocabulary,
+                                  max_whitespace=max_whitespace)
+        if c is not None:
+            out.append(c)
+    return tuple(out)
 
 
 class ToolReader:
