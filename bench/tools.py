@@ -18,7 +18,8 @@ past its 56 tools, renamed copies), a ``required`` request:
   ``tools/key_check.py``), alternated with ``cold_ms``; ``cold_x`` the median of the paired ratios
   (absent where the two constraints are the same: Gemma 4, tools of one property);
 - ``cached_us``: the same constraint again (a cache hit: what every later request with these tools pays);
-- ``xgr_cold_ms``: xgrammar's own ``get_model_structural_tag`` for the same tools, compiled cold with
+- ``xgr_cold_ms``: xgrammar's own ``get_model_structural_tag`` for the same tools (its reasoning off, but on
+  for a format whose constraint covers the reasoning too: ``openai``'s harmony), compiled cold with
   xgrammar's defaults (its compiler cache on, cleared first) on the same vocabulary with xgrammar's usual
   TokenizerInfo (control tokens keep their text), where xgrammar has a tag for the format (the baseline;
   it lacks our fixes, see tests); ``xgr_nocache_ms`` the same with its cache off; ``xgr_swap1_ms`` its
@@ -378,12 +379,17 @@ def _xgrammar_cold(fmt, vocab, tools, n, cache, args) -> dict:
                                     xgr.GrammarCompiler(info, max_threads=args.threads, cache_enabled=False))
     default, nocache = pair
 
+    from thinkgate.structured_output.tools import get_tool_format
+
+    # the same stretch of output as ours: after the thinking, or (harmony) the whole output, analysis included
+    reasoning = "enabled" if get_tool_format(fmt).covers_reasoning else "disabled"
+
     def tag(ts):
         plain = json.loads(json.dumps(ts))
         for t in plain:
             t["function"].pop("strict", None)
         return get_model_structural_tag(XGRAMMAR_TAGS[fmt], tools=plain, tool_choice="required",
-                                        reasoning="disabled")
+                                        reasoning=reasoning)
 
     try:
         first, second = tag(tools[:n]), tag(tools[1:n + 1])
