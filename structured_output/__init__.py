@@ -28,7 +28,8 @@ from .step.overlap import PendingBitmask
 from .step.report import ConstraintReport
 from .step.reserve import ReservationError
 from .tools import (ToolCall, ToolCallsResult, ToolReader, ToolRequest, build_tool_constraint, get_tool_format,
-                    get_tool_reader, list_tool_formats, normalize_tool_request, register_tool_format)
+                    get_tool_reader, list_tool_formats, normalize_tool_request, register_tool_format,
+                    tool_format_warm_up)
 
 __all__ = [
     "Vocabulary", "load_vocabulary",
@@ -38,5 +39,5 @@ __all__ = [
     "PendingBitmask", "ConstraintReport", "ReservationError",
     "build_tool_constraint", "get_tool_reader", "ToolReader", "list_tool_formats", "get_tool_format",
     "register_tool_format", "normalize_tool_request", "ToolRequest", "ToolCall", "ToolCallsResult",
-    "Parser", "RequestParser", "ParseResult", "StreamEnd",
+    "tool_format_warm_up", "Parser", "RequestParser", "ParseResult", "StreamEnd",
 ]

@@ -254,3 +254,39 @@ def test_a_worker_killed_before_its_job_does_not_fail_that_job(qwen_vocab, when)
         assert c.stats.worker_crashes == 0
     finally:
         c.close()
+
+
+def test_a_worker_that_dies_after_its_unverified_reply_fails_that_job_alone(qwen_vocab):
+    """A tool grammar's first reply comes before the worker's round-trip check; a worker that dies during the check
+    (the OOM killer, say) fails that job as a crash, though the parent compiles that reply, and the next job
+    compiles on a fresh worker."""
+    import json
+    import signal
+    from pathlib import Path
+
+    from thinkgate.structured_output.tools import build_tool_constraint
+
+    corpus = json.loads((Path(__file__).parent / "data" / "tools" / "corpus.json").read_text(encoding="utf-8"))
+    tools = [e["tool"] for e in corpus["tools"] if "shapes" not in e][:30]  # a check of several ms
+    c = Compiler(qwen_vocab, num_threads=1, max_workers=2)
+    try:
+        assert c.wait_ready(120)
+        pool = c._pool
+        receive = pool._receive
+        got: list[str] = []
+
+        def receive_then_kill(proc, job):
+            msg = receive(proc, job)
+            got.append(msg[0])
+            if msg[0] == "unverified":  # the worker is now checking the text
+                os.kill(proc.pid, signal.SIGKILL)
+            return msg
+
+        pool._receive = receive_then_kill
+        with pytest.raises(ValueError, match="worker process died"):  # compile() reports it as a failed compile
+            c.compile(build_tool_constraint(tools, "required", format="hermes"), timeout=60)
+        assert got == ["unverified"] and c.stats.worker_crashes == 1
+        pool._receive = receive
+        assert c.compile(trivial(12), timeout=60).grammar is not None
+    finally:
+        c.close()
