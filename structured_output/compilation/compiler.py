@@ -40,11 +40,12 @@ restarted if it dies.
 
 What comes back: a grammar that compiled within ``recompile_max_s`` (and whose compiled form is larger
 than ``ship_compiled_max_bytes``, by default 0: every one) comes back as its EBNF text (a ``Grammar``
-where the text does not round-trip, see below), and the parent compiles it again: the worker has already proved that it is valid and how long it takes, and the
-compiled form costs more to ship than to compile (its JSON is token masks as numbers, several times
-its memory size: a JSON schema's 300 KB cost about 10 ms to write, send and parse against a 1.4 ms
-compile; a tool constraint's megabytes several times its compile), while the grammar is a few KB and the
-parent's compile reads xgrammar's cache warmed by earlier ones. A slower compile comes back compiled, as
+where the text does not round-trip, see below), and the parent compiles it again: the worker has already
+proved that it is valid and how long it takes, and the compiled form costs more to ship than to compile
+(its JSON is token masks as numbers, several times its memory size: a JSON schema's 300 KB cost about 10 ms
+to write, send and parse against a 1.4 ms compile; a tool constraint's megabytes several times its
+compile), while the grammar is a few KB and the parent's compile reads xgrammar's cache warmed by earlier
+ones. A slower compile comes back compiled, as
 ``CompiledGrammar.serialize_json()``, deserialized against the parent's own ``TokenizerInfo``. The
 parent's part (deserialize or recompile, then the first-token row) runs on the worker's driver thread,
 outside the GIL for the xgrammar calls. A structural tag's reply comes before the worker has checked that
@@ -64,8 +65,8 @@ start-up compile a JSON schema of every value type, as a response and as a tool 
 tool formats write (``_compile_worker.warm_up``), so the JSON rules every schema and JSON-argument tool
 grammar repeats are in its cache before the first job (the worker reports ``("warm",)``; ``wait_ready``
 waits for the standing workers'), then the compiler's ``warm_up`` constraints (a tool format's call syntax:
-the rules every tool set of that format repeats). An extra worker, forked for a job that waits, skips the warm-up. Memory:
-at most ``max_workers`` caches of ``xgrammar_cache_bytes``.
+the rules every tool set of that format repeats). An extra worker, forked for a job that waits, skips the
+warm-up. Memory: at most ``max_workers`` caches of ``xgrammar_cache_bytes``.
 
 JSON whitespace bounds (``max_whitespace``) are not compiled into the grammar: the grammar is xgrammar's
 unbounded one and :class:`~.jsonws.bound.BoundedMatcher` enforces the bound (``jsonws/bound.py``); the
