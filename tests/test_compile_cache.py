@@ -66,6 +66,21 @@ def _walk_equal(a: xgr.CompiledGrammar, b: xgr.CompiledGrammar, vocab, words: in
     return steps
 
 
+def _same_rows(a, b, vocab, words: int, *, walks: int, steps: int) -> None:
+    """Two compiled constraints of one grammar: the same first row, and the same rows along ``walks`` random walks
+    (fresh seeds)."""
+    assert (a.initial_mask == b.initial_mask).all()
+    for seed in random.Random().sample(range(1 << 30), walks):
+        _walk_equal(a.grammar, b.grammar, vocab, words, seed, steps=steps)
+
+
+def _record_forms(comp: Compiler, forms: list[str]) -> None:
+    """Have ``comp``'s parent append the form of each worker reply it decodes to ``forms``."""
+    decode = comp._decoder.decode
+    comp._decoder.decode = lambda constraint, reply, started: (forms.append(reply[0]),
+                                                               decode(constraint, reply, started))[1]
+
+
 # deepseek_v4, hy_v3, minimax_m2: raw values inside tags that end with text sit in a tag of their own
 # (xgrammar_adapter._own_end), which takes the literal or token before it as its begin, so the text
 # round-trips (an empty begin prints as "", which xgrammar's EBNF parser drops)
@@ -164,9 +179,7 @@ def test_a_compiler_started_for_a_tool_format_has_its_call_syntax_cached(qwen_vo
             grew.append((before, comp.compile(tools, timeout=120), cache.get_cache_size_bytes() - before))
         (start_plain, a, grew_plain), (start_warm, b, grew_warm) = grew
         assert start_warm > start_plain and grew_warm < grew_plain
-        assert (a.initial_mask == b.initial_mask).all()
-        for seed in random.Random().sample(range(1 << 30), 2):
-            _walk_equal(a.grammar, b.grammar, qwen_vocab, plain.num_words, seed, steps=60)
+        _same_rows(a, b, qwen_vocab, plain.num_words, walks=2, steps=60)
     finally:
         plain.close()
         warmed.close()
@@ -240,9 +253,7 @@ def test_a_text_that_compiles_but_does_not_round_trip_is_replaced_by_the_grammar
     comp = Compiler(qwen_vocab, num_threads=1)
     try:
         forms: list[str] = []
-        decode = comp._decoder.decode
-        comp._decoder.decode = lambda constraint, reply, started: (forms.append(reply[0]),
-                                                                   decode(constraint, reply, started))[1]
+        _record_forms(comp, forms)
         got = comp.compile(c, timeout=120)
         assert forms == ["text", "grammar"]
         plain = xgr.GrammarCompiler(comp.tokenizer_info, max_threads=1, cache_enabled=False).compile_grammar(grammar)
@@ -270,14 +281,10 @@ def test_shipped_and_recompiled_grammars_give_the_same_rows(qwen_vocab, make):
     try:
         forms: list[str] = []
         for comp in (ship, again):
-            decode = comp._decoder.decode
-            comp._decoder.decode = lambda constraint, reply, started, d=decode: (forms.append(reply[0]),
-                                                                                  d(constraint, reply, started))[1]
+            _record_forms(comp, forms)
         a, b = ship.compile(c, timeout=120), again.compile(c, timeout=120)
         assert forms == ["compiled", "text"]
-        assert (a.initial_mask == b.initial_mask).all()
-        for seed in random.Random().sample(range(1 << 30), 3):
-            _walk_equal(a.grammar, b.grammar, qwen_vocab, ship.num_words, seed, steps=60)
+        _same_rows(a, b, qwen_vocab, ship.num_words, walks=3, steps=60)
     finally:
         ship.close()
         again.close()

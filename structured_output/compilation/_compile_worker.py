@@ -225,58 +225,42 @@ def compile_steps(builder: Any, compiler: Any, constraint: Any, settings: dict[s
         yield ("error", xgrammar_message(e))
         return
 
-    def done(compiled: Any, compile_s: float, text: str | None, use_cache: bool) -> tuple:
-        if (compiled.memory_size_bytes > settings["ship_compiled_max_bytes"]
-                and compile_s <= settings["recompile_max_s"]):
-            if text is not None:
-                return ("text", text, token_level, compile_s, use_cache)
-            return ("grammar", grammar.serialize_json(), token_level, compile_s, use_cache)
-        return ("compiled", compiled.serialize_json(), token_level, compile_s, use_cache)
-
-    def as_built() -> tuple:
+    def compile_reply(use: Any, source: Any, text: str | None) -> tuple:
+        """``source`` (the grammar, or ``text``) compiled with ``use``: its reply (the text, the grammar or the
+        compiled grammar, see the module docstring), or ``("error", message)``."""
         try:
             t0 = time.perf_counter()
-            compiled = compiler.compile_grammar(grammar)
-            return done(compiled, time.perf_counter() - t0, None, False)
+            compiled = use.compile_grammar(source)
+            compile_s = time.perf_counter() - t0
+            use_cache = use is cached
+            if (compiled.memory_size_bytes > settings["ship_compiled_max_bytes"]
+                    and compile_s <= settings["recompile_max_s"]):
+                if text is not None:
+                    return ("text", text, token_level, compile_s, use_cache)
+                return ("grammar", grammar.serialize_json(), token_level, compile_s, use_cache)
+            return ("compiled", compiled.serialize_json(), token_level, compile_s, use_cache)
         except Exception as e:  # noqa: BLE001
             return ("error", xgrammar_message(e))
 
     kind = constraint.kind
     if kind not in CACHED_KINDS and kind not in CHECKED_KINDS:
-        yield as_built()
+        yield compile_reply(compiler, grammar, None)
         return
     use = cached if cached is not None else compiler
     text = str(grammar)
     if kind in CACHED_KINDS:
-        try:
-            t0 = time.perf_counter()
-            compiled = use.compile_grammar(text)
-            yield done(compiled, time.perf_counter() - t0, text, cached is not None)
-        except Exception as e:  # noqa: BLE001
-            yield ("error", xgrammar_message(e))
+        yield compile_reply(use, text, text)
         return
-    early = None
-    try:
-        shared = shared_text(text)
-        t0 = time.perf_counter()
-        compiled = use.compile_grammar(shared)
-        early = done(compiled, time.perf_counter() - t0, shared, cached is not None)
-    except Exception:  # noqa: BLE001 - a text that does not compile: the check below decides
-        pass
-    if early is not None:
+    shared = shared_text(text)
+    early = compile_reply(use, shared, shared)  # an error here: the check below decides
+    if early[0] != "error":
         yield ("unverified", early)
-    if round_trips(text, grammar):
-        if early is not None:
-            yield ("verified",)
-            return
-        try:  # the merged text failed (a form the merging pass wrote wrong): the text as built
-            t0 = time.perf_counter()
-            compiled = use.compile_grammar(text)
-            yield done(compiled, time.perf_counter() - t0, text, cached is not None)
-        except Exception as e:  # noqa: BLE001
-            yield ("error", xgrammar_message(e))
-        return
-    yield as_built()
+    if not round_trips(text, grammar):
+        yield compile_reply(compiler, grammar, None)
+    elif early[0] != "error":
+        yield ("verified",)
+    else:  # the merged text failed (a form the merging pass wrote wrong): the text as built
+        yield compile_reply(use, text, text)
 
 
 def _set_parent_death_signal() -> None:
