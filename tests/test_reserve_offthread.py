@@ -84,7 +84,15 @@ def test_no_search_runs_on_the_scheduler_thread(vocab, mgr, spy):
                 assert res.status in ("late", "lost"), (rid, run.status, res.status)
             mgr.remove_request(rid)
     service = mgr._search
-    assert service is not None and service.jobs >= 3 + checks > 3  # the start searches and the checks
+    assert service is not None and checks > 0
+    # a check still queued when its request ended was cancelled, one still running finishes later: a last
+    # job, run after all of them (one driver, FIFO), makes the count final
+    service.submit(Constraint.json_schema(SCHEMAS[0][0]), (), 0, 64, 60).result(timeout=60)
+    n = service.counts
+    # one start search per schema (shared by its two requests), every check, the last job; each ended one way
+    assert n["submitted"] == 3 + checks + 1, (n, checks)
+    assert n["run"] + n["cancelled"] + n["timeouts"] + n["failures"] == n["submitted"], n
+    assert n["run"] >= 3 + 1 and n["failures"] == 0, n
     assert service.pid is not None and service.pid != os.getpid()
     assert spy == []
     # the spy is live: a search in this process is seen
@@ -148,7 +156,15 @@ def test_a_search_past_its_deadline_stops_and_the_next_one_runs(vocab):
         assert svc.submit(c, (), 0, 200, 60.0).result(60) == seq
         assert svc.pid not in (None, first)
         assert svc.submit(c, vocab.encode("}"), 1, 200, 60.0).result(60) == "refused"
+        # a job cancelled while queued never runs; the one running when the service closes fails
+        busy = svc.submit(slow, (), 0, 4096, 60.0)
+        queued = svc.submit(c, (), 0, 200, 60.0)
+        assert queued.cancel()
     finally:
         svc.close()
+    with pytest.raises(RuntimeError):
+        busy.result(30)
     with pytest.raises(RuntimeError, match="closed"):
         svc.submit(c, (), 0, 10, 1.0).result(5)
+    # every job submitted ended one way (the refused content is a reply: it ran)
+    assert svc.counts == {"submitted": 7, "run": 3, "cancelled": 1, "timeouts": 2, "failures": 1}

@@ -88,8 +88,13 @@ class _State:
         self.queue: deque[_Job] = deque()
         self.closed = False
         self.proc: _Proc | None = None
+        # every submitted job ends as exactly one of: run (a reply came), cancelled (before it ran), timeout,
+        # failure (the process died or the service closed)
+        self.submitted = 0
         self.jobs = 0
+        self.cancelled = 0
         self.timeouts = 0
+        self.failures = 0
 
     def close(self) -> None:
         with self.cond:
@@ -101,7 +106,13 @@ class _State:
         if proc is not None:
             proc.kill()
         for job in pending:
-            if job.future.set_running_or_notify_cancel():
+            ran = job.future.set_running_or_notify_cancel()
+            with self.cond:
+                if ran:
+                    self.failures += 1
+                else:
+                    self.cancelled += 1
+            if ran:
                 job.future.set_exception(RuntimeError("the search service is closed"))
 
 
@@ -128,6 +139,7 @@ class SearchService:
             if st.closed:
                 job.future.set_exception(RuntimeError("the search service is closed"))
                 return job.future
+            st.submitted += 1
             st.queue.append(job)
             st.cond.notify()
         return job.future
@@ -155,8 +167,17 @@ class SearchService:
 
     @property
     def jobs(self) -> int:
-        """Jobs run so far."""
+        """Jobs run so far (a reply came from the search process)."""
         return self._state.jobs
+
+    @property
+    def counts(self) -> dict[str, int]:
+        """Jobs submitted, and how those that ended did: ``run``, ``cancelled`` (before they ran),
+        ``timeouts``, ``failures``."""
+        st = self._state
+        with st.cond:
+            return {"submitted": st.submitted, "run": st.jobs, "cancelled": st.cancelled,
+                    "timeouts": st.timeouts, "failures": st.failures}
 
     def close(self) -> None:
         self._finalizer()
@@ -186,8 +207,12 @@ def _drive(st: _State, table: tuple) -> None:
                 return
             job = st.queue.popleft()
         if not job.future.set_running_or_notify_cancel():
+            with st.cond:
+                st.cancelled += 1
             continue
         if time.monotonic() >= job.deadline:
+            with st.cond:
+                st.timeouts += 1
             job.future.set_exception(TimeoutError("the search waited past its deadline"))
             continue
         try:
@@ -197,6 +222,7 @@ def _drive(st: _State, table: tuple) -> None:
                 with st.cond:
                     if st.closed:
                         proc.kill()
+                        st.failures += 1
                         job.future.set_exception(RuntimeError("the search service is closed"))
                         return
                     st.proc = proc
@@ -216,11 +242,13 @@ def _drive(st: _State, table: tuple) -> None:
         except (EOFError, OSError, RuntimeError) as e:
             with st.cond:
                 dead, st.proc = st.proc, None
+                st.failures += 1
             if dead is not None:
                 dead.kill()
             job.future.set_exception(RuntimeError(f"the search process failed ({e})"))
             continue
-        st.jobs += 1
+        with st.cond:
+            st.jobs += 1
         if status == "ok":
             job.future.set_result(value)
         elif status == REFUSED:
