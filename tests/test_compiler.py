@@ -172,6 +172,37 @@ def test_control_token_text_in_literals_is_rejected(qwen_compiler, fmt, where):
     assert where in msg and "control token" in msg and '{"type": "token", "token": "<' in msg
 
 
+def test_the_legacy_structural_tag_form_is_xgrammars_triggered_tags(qwen_vocab, qwen_compiler):
+    """``{"structures": [...], "triggers": [...]}`` (what vLLM's and SGLang's servers still take and SGLang's
+    tool detectors write): the format xgrammar's own ``StructuralTag.from_legacy_structural_tag`` makes of it
+    (the engines' xgrammar backends call it), compiled and matched; a missing or null schema is any JSON."""
+    v = qwen_vocab
+    weather = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
+    legacy = {"type": "structural_tag", "triggers": ["<f="], "at_least_one": True,
+              "structures": [{"begin": "<f=w>", "schema": weather, "end": "</f>"},
+                             {"begin": "<f=any>", "schema": None, "end": "</f>"}]}
+    c = Constraint.structural_tag(json.dumps(legacy))
+    peer = xgr.StructuralTag.from_legacy_structural_tag(
+        [xgr.StructuralTagItem(begin="<f=w>", schema=json.dumps(weather), end="</f>"),
+         xgr.StructuralTagItem(begin="<f=any>", schema="{}", end="</f>")], ["<f="])
+    peer.format.at_least_one = True
+    assert xgr.StructuralTag.model_validate(json.loads(c.spec)).model_dump() == peer.model_dump()
+    assert Constraint.structural_tag(json.loads(c.spec)).key == c.key  # one key for both spellings
+    g = qwen_compiler.compile(c)
+    assert _accepts(g, v, '<f=w>{"city": "Paris"}</f> then <f=any>[1, {"a": null}]</f>')
+    assert not _accepts(g, v, '<f=w>{"town": "Paris"}</f>')
+    assert not _accepts(g, v, 'ok <f=w>{"city": "Paris"}</f>')  # at_least_one: a call first
+    assert _accepts(qwen_compiler.compile(Constraint.structural_tag({**legacy, "at_least_one": False})), v,
+                    'ok <f=w>{"city": "Paris"}</f>')
+    for bad, what in (({**legacy, "triggers": []}, "triggers"), ({**legacy, "structures": {}}, "structures"),
+                      ({**legacy, "at_least_one": "yes"}, "at_least_one"), ({**legacy, "format": {}}, "legacy form"),
+                      ({**legacy, "structures": [{"begin": "<f=w>", "end": 3}]}, r"structures\[0\]"),
+                      ({**legacy, "structures": [{"begin": "<f=w>", "end": "", "schema": 7}]}, r"structures\[0\].schema"),
+                      ({**legacy, "structures": [{"begin": "<f=w>", "end": "", "schema": "{"}]}, "schema")):
+        with pytest.raises(ValueError, match=what):
+            Constraint.structural_tag(bad)
+
+
 def test_xgrammar_message_is_clean():
     e = RuntimeError('[12:38:52] /project/cpp/json_schema_converter.cc:5082: Unsupported type "foo"\n')
     assert xgrammar_message(e) == 'Unsupported type "foo"'

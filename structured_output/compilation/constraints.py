@@ -95,6 +95,44 @@ def _parse_json(text: str, what: str) -> Any:
                          f"(MAX_NESTING_DEPTH)") from None
 
 
+def _from_legacy_tag(tag: Mapping[str, Any]) -> dict[str, Any]:
+    """The legacy structural-tag form (``{"type": "structural_tag", "structures": [{"begin", "schema",
+    "end"}], "triggers": [...], "at_least_one"}``, which vLLM's and SGLang's OpenAI servers still take and
+    SGLang's tool-call detectors write) as the format it stands for: ``triggered_tags`` of one tag per
+    structure, each a JSON schema between its begin and end (a missing or null schema is any JSON, as
+    both engines read it). ``ValueError`` naming the field that is wrong."""
+    extra = set(tag) - {"type", "structures", "triggers", "at_least_one"}
+    if tag.get("type", "structural_tag") != "structural_tag" or extra:
+        raise ValueError("invalid structural tag: the legacy form holds only type, structures, triggers and "
+                         f"at_least_one, got {sorted(map(str, tag))}")
+    structures, triggers = tag["structures"], tag.get("triggers")
+    if not isinstance(structures, list) or not structures:
+        raise ValueError("invalid structural tag: \"structures\" must be a non-empty list")
+    if not isinstance(triggers, list) or not triggers or not all(isinstance(t, str) and t for t in triggers):
+        raise ValueError("invalid structural tag: \"triggers\" must be a non-empty list of non-empty strings")
+    at_least_one = tag.get("at_least_one", False)
+    if not isinstance(at_least_one, bool):
+        raise ValueError(f"invalid structural tag: \"at_least_one\" must be a boolean, got {at_least_one!r}")
+    tags = []
+    for i, st in enumerate(structures):
+        if not isinstance(st, Mapping) or not isinstance(st.get("begin"), str) or not isinstance(st.get("end"), str):
+            raise ValueError(f"invalid structural tag: structures[{i}] must be an object with string begin and end")
+        if set(st) - {"begin", "schema", "end"}:
+            raise ValueError(f"invalid structural tag: structures[{i}] holds only begin, schema and end")
+        schema = st.get("schema")
+        if isinstance(schema, str):
+            schema = _parse_json(schema, f"structural tag structures[{i}].schema")
+        if schema is None:
+            schema = {}
+        if not isinstance(schema, (Mapping, bool)):
+            raise ValueError(f"invalid structural tag: structures[{i}].schema must be a JSON schema, got "
+                             f"{type(schema).__name__}")
+        tags.append({"type": "tag", "begin": st["begin"], "content": {"type": "json_schema", "json_schema": schema},
+                     "end": st["end"]})
+    return {"type": "structural_tag", "format": {"type": "triggered_tags", "triggers": list(triggers), "tags": tags,
+                                                 "at_least_one": at_least_one}}
+
+
 def _canonical_json(value: Any) -> str:
     """Compact JSON that keeps the key order: the order of ``properties`` in a schema is the order
     the grammar asks for, so two schemas that differ only there are different constraints."""
@@ -218,7 +256,8 @@ class Constraint:
     @classmethod
     def structural_tag(cls, tag: Mapping[str, Any] | str, *, covers_reasoning: bool = False,
                        keys_check: str | None = None, json_whitespace: int | None = None) -> Constraint:
-        """xgrammar's structural-tag format (``{"type": "structural_tag", "format": {...}}``).
+        """xgrammar's structural-tag format (``{"type": "structural_tag", "format": {...}}``; the legacy form
+        with ``structures`` and ``triggers`` is taken as the ``triggered_tags`` format it stands for).
 
         ``covers_reasoning=True`` marks a tag that describes the whole output, the thinking included
         (harmony: the call's header, which names the function, is written before any reasoning end
@@ -234,6 +273,8 @@ class Constraint:
         if not isinstance(tag, Mapping):
             raise ValueError(f"invalid structural tag: expected an object, got {type(tag).__name__}")
         _check_depth(tag, "structural tag")
+        if "structures" in tag:
+            tag = _from_legacy_tag(tag)
         opts: dict[str, Any] = {}
         if covers_reasoning:
             opts["covers_reasoning"] = True

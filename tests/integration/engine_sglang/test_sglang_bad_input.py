@@ -161,3 +161,39 @@ def test_a_prompt_the_parser_cannot_read_fails_its_request_alone(backends):
         value, hit = b.get_cached_or_future_value(k, True)
         assert hit and isinstance(value, InvalidGrammarObject) and "cannot read the prompt" in value.error_message
     assert create_grammar(b, key, v.encode(V4_PROMPT), True).thinking
+
+
+def _sglang_tool_tag(parser: str) -> tuple[str, str]:
+    """The key SGLang's chat server gives the grammar backend for ``tool_choice="required"`` with one tool
+    (``FunctionCallParser.get_structure_constraint``, serialized as ``ChatCompletionRequest.to_sampling_params``
+    does)."""
+    from sglang.srt.entrypoints.openai.protocol import Tool
+    from sglang.srt.function_call.function_call_parser import FunctionCallParser
+
+    tool = Tool(type="function", function={"name": "get_weather", "parameters": SCHEMA, "strict": True})
+    kind, tag = FunctionCallParser([tool], parser).get_structure_constraint("required")
+    assert kind == "structural_tag" and "structures" in tag.model_dump(by_alias=True)  # the legacy form
+    return "structural_tag", json.dumps(tag.model_dump(by_alias=True))
+
+
+def test_sglangs_legacy_tool_tag_compiles_and_one_that_spells_a_control_token_is_refused_alone(backends):
+    """SGLang's Qwen tool detector writes the legacy tag form (``structures`` / ``triggers``): thinkgate reads it
+    as the ``triggered_tags`` it stands for. On DeepSeek V4's vocabulary ``<tool_call>`` is ordinary text and the
+    call is constrained; on Qwen3.6's it is a control token, which a literal cannot produce: that request is an
+    ``InvalidGrammarObject`` saying so (SGLang aborts it alone), a JSON request beside it goes on."""
+    key = _sglang_tool_tag("qwen")
+    b = backends("deepseek_v4", "deepseek-v4")
+    v = b.vocabulary
+    g = create_grammar(b, key, v.encode(V4_PROMPT), False)
+    assert not isinstance(g, InvalidGrammarObject), g
+    call = '<tool_call>\n{"name":"get_weather", "arguments":{"city": "Oslo"}}\n</tool_call>'
+    assert accept(g, v.encode(call)) == (v.encode(call), None)
+    kept, err = accept(create_grammar(b, key, v.encode(V4_PROMPT), False),
+                       v.encode('<tool_call>\n{"name":"get_weather", "arguments":{"town"'))
+    assert err is not None
+    q = backends("qwen3_6", "qwen3")
+    refused = create_grammar(q, key, q.vocabulary.encode("<|im_start|>assistant\n<think>\n"), True)
+    assert is_invalid(refused) and "control token" in refused.error_message, refused
+    good = create_grammar(q, ("json", json.dumps(SCHEMA)), q.vocabulary.encode("<|im_start|>assistant\n<think>\n"),
+                          True)
+    assert not is_invalid(good)

@@ -94,10 +94,11 @@ def handled_by_xgrammar(request_type: StructuredOutputOptions, spec: str, vocabu
     thinkgate's compiler refuses because a literal writes a control token as text (vLLM's own tool
     parsers write ``<tool_call>`` so; thinkgate's compiler gives control tokens no text, so that text
     could never match the token the model writes). A tag that names its markers as tokens (thinkgate's
-    tool plugin) is thinkgate's. The check walks the tag's JSON once (``resolve_structural_tag``)."""
+    tool plugin) is thinkgate's, and so is the legacy form (``structures`` / ``triggers``), read as the format it
+    stands for. The check walks the tag's JSON once (``resolve_structural_tag``)."""
     if request_type == StructuredOutputOptions.STRUCTURAL_TAG:
         try:
-            GrammarBuilder(vocabulary).resolve_structural_tag(json.loads(spec))
+            GrammarBuilder(vocabulary).resolve_structural_tag(json.loads(Constraint.structural_tag(spec).spec))
         except ValueError:
             return True
         return False
