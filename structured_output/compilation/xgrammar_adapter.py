@@ -49,7 +49,14 @@ from thinkgate.reasoning.vocabulary import Vocabulary
 from .closers import text_closers
 from .constraints import Constraint
 
-__all__ = ["CONTROL_MARK", "GrammarBuilder", "build_tokenizer_info", "control_token_bytes", "xgrammar_message"]
+__all__ = ["CONTROL_MARK", "ControlTextError", "GrammarBuilder", "build_tokenizer_info", "control_token_bytes",
+           "xgrammar_message"]
+
+
+class ControlTextError(ValueError):
+    """A structural tag's literal spells a control token as text (see the module docstring): the tag is
+    well formed, but written for a tokenizer view where control tokens are text (an engine's own tool-call
+    tags are); thinkgate's compiler refuses it. Engine adapters tell it apart from other refusals."""
 
 
 CONTROL_MARK = "\U0010ffff"
@@ -237,7 +244,7 @@ class GrammarBuilder:
                 continue
             for text in self._control_texts:  # name the longest one it contains
                 if text in lit:
-                    raise ValueError(
+                    raise ControlTextError(
                         f"invalid structural tag: {where}: {lit!r} contains {text!r}, a control token of the "
                         f"vocabulary {self.vocabulary.name!r}; text never produces a control token, so "
                         f"name it with a token format: "

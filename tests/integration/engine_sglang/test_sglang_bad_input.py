@@ -179,8 +179,10 @@ def _sglang_tool_tag(parser: str) -> tuple[str, str]:
 def test_sglangs_legacy_tool_tag_compiles_and_one_that_spells_a_control_token_is_refused_alone(backends):
     """SGLang's Qwen tool detector writes the legacy tag form (``structures`` / ``triggers``): thinkgate reads it
     as the ``triggered_tags`` it stands for. On DeepSeek V4's vocabulary ``<tool_call>`` is ordinary text and the
-    call is constrained; on Qwen3.6's it is a control token, which a literal cannot produce: that request is an
-    ``InvalidGrammarObject`` saying so (SGLang aborts it alone), a JSON request beside it goes on."""
+    call is thinkgate's; on Qwen3.6's it is a control token, which a literal cannot produce. A server hands such a
+    tag to SGLang's own backend (test_sglang_tool_tags.py); this backend, built from a thinkgate Vocabulary with
+    no Hugging Face tokenizer, cannot, so the request is an ``InvalidGrammarObject`` saying why (SGLang aborts it
+    alone) and a JSON request beside it goes on."""
     key = _sglang_tool_tag("qwen")
     b = backends("deepseek_v4", "deepseek-v4")
     v = b.vocabulary

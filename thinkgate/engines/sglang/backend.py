@@ -36,6 +36,15 @@ How SGLang drives it (read from 0.5.23's source):
   ``fill_vocab_mask`` and ``rollback(1)`` (``spec_utils.traverse_tree``). ``is_terminated`` ends the
   request once the grammar accepted a stop token.
 
+Structural tags that spell a control token as text (SGLang's own tool-call detectors write their markers so,
+``<tool_call>``, ``<｜DSML｜tool_calls>``, for ``tool_choice="required"``, a named function and strict ``auto``)
+cannot be thinkgate's: its compiler gives control tokens no text. Those keys go to SGLang's own
+``XGrammarGrammarBackend`` in its ``ReasonerGrammarBackend`` (what ``--grammar-backend xgrammar`` builds), made
+beside this one on first need, which caches them too (``get_cached_or_future_value`` and ``set_cache`` route
+them); their grammar objects share the batch with thinkgate's (the same int32 bitmask layout, SGLang's per-row
+fill). A backend given a thinkgate ``Vocabulary`` instead of the Hugging Face tokenizer, or a reasoning parser
+object instead of SGLang's name, cannot make it: such tags are then refused with the message naming the token.
+
 Failure model: a token the grammar rejects raises ``ValueError`` from ``accept_token`` (SGLang aborts
 that request with the message), nothing moved. A row that would allow nothing (a dead end, or an output
 that the schema check refuses where only the end can follow) is never handed to the sampler: the row
@@ -55,8 +64,10 @@ jump-forward (0.5.23's scheduler never calls ``try_jump_forward``).
 
 from __future__ import annotations
 
+import json
 import logging
 import math
+from collections import OrderedDict
 from concurrent.futures import Future, InvalidStateError
 from typing import Any, Sequence
 
@@ -74,6 +85,7 @@ from thinkgate.reasoning.vocabulary import Vocabulary
 
 from thinkgate.structured_output.compilation.compiler import CompiledConstraint, Compiler, xgrammar_message
 from thinkgate.structured_output.compilation.constraints import DEFAULT_MAX_WHITESPACE, Constraint
+from thinkgate.structured_output.compilation.xgrammar_adapter import ControlTextError
 from thinkgate.structured_output.step.request import THINKING, RequestContext, StructuredRequest
 
 __all__ = ["NAME", "SGLANG_REASONING_PARSERS", "SGLANG_UNSERVED", "MAX_ROLLBACK_TOKENS", "ThinkgateGrammarBackend", "ThinkgateGrammar",
@@ -229,6 +241,12 @@ class ThinkgateGrammarBackend(BaseGrammarBackend):
                                response_template=vocab.response_template)
         self.vocabulary = vocab
         self.vocab_size = vocab.logits_width
+        # SGLang's own backend for the structural tags that spell control tokens as text (built on first need)
+        self._hf_tokenizer = None if isinstance(tokenizer, Vocabulary) else tokenizer
+        self._sglang_parser_name = reasoning_parser if isinstance(reasoning_parser, str) else None
+        self._xgrammar: BaseGrammarBackend | None = None
+        self._xgrammar_error: str | None = None
+        self._xgrammar_keys: OrderedDict[tuple[str, str], None] = OrderedDict()
         if isinstance(reasoning_parser, str):
             reasoning_parser = get_reasoning_parser(thinkgate_family(reasoning_parser))(vocab)
         self.parser = reasoning_parser
@@ -285,6 +303,9 @@ class ThinkgateGrammarBackend(BaseGrammarBackend):
                                    ) -> tuple[BaseGrammarObject | Future, bool]:
         prompt, self._prompt = self._prompt, ()
         budget, self._budget = self._budget, None
+        if self._for_xgrammar(key):
+            assert self._xgrammar is not None
+            return self._xgrammar.get_cached_or_future_value(key, require_reasoning)
         # "full_assistant_ebnf": the grammar spells the whole turn, thinking included
         try:
             tracker = None if key[0] == "full_assistant_ebnf" else self.new_tracker(prompt, require_reasoning)
@@ -339,6 +360,9 @@ class ThinkgateGrammarBackend(BaseGrammarBackend):
             pass
 
     def set_cache(self, key: tuple[str, str], value: BaseGrammarObject) -> None:
+        if key in self._xgrammar_keys and self._xgrammar is not None:
+            self._xgrammar.set_cache(key, value)
+            return
         cache = self.cache
         if key not in cache and len(cache) >= self.cache_limit:
             del cache[next(iter(cache))]  # the oldest entry (insertion order)
@@ -347,6 +371,50 @@ class ThinkgateGrammarBackend(BaseGrammarBackend):
     def reset(self) -> None:
         super().reset()
         self.compiler.clear_cache()
+        self._xgrammar_keys.clear()
+        if self._xgrammar is not None:
+            self._xgrammar.reset()
+
+    # -- structural tags that spell control tokens as text --------------------------------------
+    def _for_xgrammar(self, key: tuple[str, str]) -> bool:
+        """Does ``key`` go to SGLang's own backend? A structural tag whose literals spell a control token as
+        text (SGLang's tool-call detectors write their markers so: ``<tool_call>``, ``<｜DSML｜...``), which
+        thinkgate's compiler refuses (text never produces a control token there), when SGLang's backend can be
+        built. The tag is read once per key (later requests find the key here or in the cache)."""
+        if key in self._xgrammar_keys:
+            self._xgrammar_keys.move_to_end(key)
+            return True
+        if key[0] != "structural_tag" or key in self.cache:
+            return False
+        try:
+            self.compiler.resolve_structural_tag(json.loads(Constraint.structural_tag(key[1]).spec))
+        except ControlTextError:
+            if self._xgrammar_backend() is None:
+                return False  # thinkgate's compile refuses it, with the message naming the token
+            self._xgrammar_keys[key] = None
+            while len(self._xgrammar_keys) > self.cache_limit:
+                self._xgrammar_keys.popitem(last=False)
+            return True
+        except ValueError:
+            return False  # thinkgate's compile reports it
+        return False
+
+    def _xgrammar_backend(self) -> BaseGrammarBackend | None:
+        """SGLang's ``XGrammarGrammarBackend`` for this server, wrapped in its ``ReasonerGrammarBackend`` when a
+        reasoning parser is set (what ``--grammar-backend xgrammar`` builds), made on first need; None, logged
+        once, where it cannot be made (no Hugging Face tokenizer, a reasoning parser SGLang does not name)."""
+        if self._xgrammar is not None or self._xgrammar_error is not None:
+            return self._xgrammar
+        try:
+            self._xgrammar = _sglang_xgrammar(self._hf_tokenizer, self.vocab_size, sorted(self.stop_ids),
+                                              self.any_whitespace, self.max_whitespace,
+                                              self._sglang_parser_name if self.parser is not None else None,
+                                              self.parser is not None)
+        except Exception as e:  # noqa: BLE001 - then those tags are refused, as without it
+            self._xgrammar_error = f"{type(e).__name__}: {e}"
+            logger.warning("thinkgate: structural tags that spell control tokens as text are refused: SGLang's "
+                           "xgrammar backend could not be built (%s)", self._xgrammar_error)
+        return self._xgrammar
 
     # -- masks (SGLang asks the backend for them where it has no grammar object at hand) -------
     @staticmethod
@@ -362,9 +430,34 @@ class ThinkgateGrammarBackend(BaseGrammarBackend):
         kernels.apply_token_bitmask_inplace(logits, vocab_mask)
 
     def close(self) -> None:
-        """Stop the compiler's workers if this backend built the compiler."""
+        """Stop the compiler's workers if this backend built the compiler, and SGLang's backend's threads."""
         if self._owns_compiler:
             self.compiler.close()
+        xb = self._xgrammar
+        while xb is not None:
+            xb.executor.shutdown(wait=False)
+            xb = getattr(xb, "grammar_backend", None)  # the reasoner's inner backend
+
+
+def _sglang_xgrammar(tokenizer: Any, vocab_size: int, eos: list[int], any_whitespace: bool,
+                     max_whitespace: int | None, parser_name: str | None, has_parser: bool) -> BaseGrammarBackend:
+    """SGLang's own backend as ``create_grammar_backend`` builds it for ``--grammar-backend xgrammar``."""
+    if tokenizer is None:
+        raise ValueError("the backend was given a thinkgate Vocabulary, not the server's Hugging Face tokenizer")
+    if has_parser and parser_name is None:
+        raise ValueError("the reasoning parser was given as an object; SGLang's reasoner needs its name")
+    from sglang.srt.constrained.xgrammar_backend import XGrammarGrammarBackend
+
+    backend: BaseGrammarBackend = XGrammarGrammarBackend(tokenizer, vocab_size=vocab_size, model_eos_token_ids=eos,
+                                                         any_whitespace=any_whitespace,
+                                                         max_whitespace_cnt=max_whitespace)
+    if parser_name is not None:
+        from sglang.srt.constrained.reasoner_grammar_backend import ReasonerGrammarBackend
+        from sglang.srt.parser.reasoning_parser import ReasoningParser as SGLangReasoningParser
+
+        backend = ReasonerGrammarBackend(backend, SGLangReasoningParser(model_type=parser_name, stream_reasoning=False,
+                                                                        tokenizer=tokenizer), tokenizer)
+    return backend
 
 
 def create_backend(server_args: Any, tokenizer: Any, vocab_size: int, eos_token_ids: Any = None
