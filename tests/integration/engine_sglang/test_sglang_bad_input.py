@@ -176,26 +176,22 @@ def _sglang_tool_tag(parser: str) -> tuple[str, str]:
     return "structural_tag", json.dumps(tag.model_dump(by_alias=True))
 
 
-def test_sglangs_legacy_tool_tag_compiles_and_one_that_spells_a_control_token_is_refused_alone(backends):
+def test_sglangs_legacy_tool_tag_is_thinkgates_with_its_markers_as_text_or_as_tokens(backends):
     """SGLang's Qwen tool detector writes the legacy tag form (``structures`` / ``triggers``): thinkgate reads it
-    as the ``triggered_tags`` it stands for. On DeepSeek V4's vocabulary ``<tool_call>`` is ordinary text and the
-    call is thinkgate's; on Qwen3.6's it is a control token, which a literal cannot produce. A server hands such a
-    tag to SGLang's own backend (test_sglang_tool_tags.py); this backend, built from a thinkgate Vocabulary with
-    no Hugging Face tokenizer, cannot, so the request is an ``InvalidGrammarObject`` saying why (SGLang aborts it
-    alone) and a JSON request beside it goes on."""
+    as the ``triggered_tags`` it stands for. On DeepSeek V4's vocabulary ``<tool_call>`` is ordinary text; on
+    Qwen3.6's it is a control token, which the rewritten tag asks for as the token (test_sglang_tool_tags.py).
+    Either way the call is constrained by thinkgate's grammar, and a wrong key is refused."""
+    from thinkgate.engines.sglang.backend import ThinkgateGrammar
+
     key = _sglang_tool_tag("qwen")
-    b = backends("deepseek_v4", "deepseek-v4")
-    v = b.vocabulary
-    g = create_grammar(b, key, v.encode(V4_PROMPT), False)
-    assert not isinstance(g, InvalidGrammarObject), g
     call = '<tool_call>\n{"name":"get_weather", "arguments":{"city": "Oslo"}}\n</tool_call>'
-    assert accept(g, v.encode(call)) == (v.encode(call), None)
-    kept, err = accept(create_grammar(b, key, v.encode(V4_PROMPT), False),
-                       v.encode('<tool_call>\n{"name":"get_weather", "arguments":{"town"'))
-    assert err is not None
-    q = backends("qwen3_6", "qwen3")
-    refused = create_grammar(q, key, q.vocabulary.encode("<|im_start|>assistant\n<think>\n"), True)
-    assert is_invalid(refused) and "control token" in refused.error_message, refused
-    good = create_grammar(q, ("json", json.dumps(SCHEMA)), q.vocabulary.encode("<|im_start|>assistant\n<think>\n"),
-                          True)
-    assert not is_invalid(good)
+    for vocab, parser, prompt, thinking in (("deepseek_v4", "deepseek-v4", V4_PROMPT, False),
+                                            ("qwen3_6", "qwen3", "<|im_start|>assistant\n", False)):
+        b = backends(vocab, parser)
+        v = b.vocabulary
+        g = create_grammar(b, key, v.encode(prompt), thinking)
+        assert isinstance(g, ThinkgateGrammar), (vocab, g)
+        assert accept(g, v.encode(call)) == (v.encode(call), None)
+        kept, err = accept(create_grammar(b, key, v.encode(prompt), thinking),
+                           v.encode('<tool_call>\n{"name":"get_weather", "arguments":{"town"'))
+        assert err is not None, vocab

@@ -37,13 +37,16 @@ How SGLang drives it (read from 0.5.23's source):
   request once the grammar accepted a stop token.
 
 Structural tags that spell a control token as text (SGLang's own tool-call detectors write their markers so,
-``<tool_call>``, ``<｜DSML｜tool_calls>``, for ``tool_choice="required"``, a named function and strict ``auto``)
-cannot be thinkgate's: its compiler gives control tokens no text. Those keys go to SGLang's own
-``XGrammarGrammarBackend`` in its ``ReasonerGrammarBackend`` (what ``--grammar-backend xgrammar`` builds), made
-beside this one on first need, which caches them too (``get_cached_or_future_value`` and ``set_cache`` route
-them); their grammar objects share the batch with thinkgate's (the same int32 bitmask layout, SGLang's per-row
-fill). A backend given a thinkgate ``Vocabulary`` instead of the Hugging Face tokenizer, or a reasoning parser
-object instead of SGLang's name, cannot make it: such tags are then refused with the message naming the token.
+``<tool_call>``, ``<｜tool▁calls▁begin｜>``, for ``tool_choice="required"``, a named function and strict
+``auto``) cannot be compiled as they are: thinkgate's compiler gives control tokens no text. Such a tag is
+rewritten to ask for the tokens (:mod:`~thinkgate.structured_output.compilation.control_literals`), and is then
+thinkgate's. One with no rewritten form (DeepSeek's DSML parameter styles, whose text is xgrammar's own) goes to
+SGLang's own ``XGrammarGrammarBackend`` in its ``ReasonerGrammarBackend`` (what ``--grammar-backend xgrammar``
+builds), made beside this one on first need, which caches it too (``get_cached_or_future_value`` and
+``set_cache`` route those keys); their grammar objects share the batch with thinkgate's (the same int32
+bitmask layout, SGLang's per-row fill). A backend given a thinkgate ``Vocabulary`` instead of the Hugging Face
+tokenizer, or a reasoning parser object instead of SGLang's name, cannot make SGLang's: such tags are then
+refused with the message naming the token.
 
 Failure model: a token the grammar rejects raises ``ValueError`` from ``accept_token`` (SGLang aborts
 that request with the message), nothing moved. A row that would allow nothing (a dead end, or an output
@@ -85,6 +88,7 @@ from thinkgate.reasoning.vocabulary import Vocabulary
 
 from thinkgate.structured_output.compilation.compiler import CompiledConstraint, Compiler, xgrammar_message
 from thinkgate.structured_output.compilation.constraints import DEFAULT_MAX_WHITESPACE, Constraint
+from thinkgate.structured_output.compilation.control_literals import ControlSplitter, control_tokens_as_tokens
 from thinkgate.structured_output.compilation.xgrammar_adapter import ControlTextError
 from thinkgate.structured_output.step.request import THINKING, RequestContext, StructuredRequest
 
@@ -247,6 +251,7 @@ class ThinkgateGrammarBackend(BaseGrammarBackend):
         self._xgrammar: BaseGrammarBackend | None = None
         self._xgrammar_error: str | None = None
         self._xgrammar_keys: OrderedDict[tuple[str, str], None] = OrderedDict()
+        self._splitter = ControlSplitter(vocab.special_tokens)
         if isinstance(reasoning_parser, str):
             reasoning_parser = get_reasoning_parser(thinkgate_family(reasoning_parser))(vocab)
         self.parser = reasoning_parser
@@ -296,15 +301,31 @@ class ThinkgateGrammarBackend(BaseGrammarBackend):
         if key_type in ("ebnf", "full_assistant_ebnf"):
             return Constraint.grammar(spec)
         if key_type == "structural_tag":
-            return Constraint.structural_tag(spec)
+            return self._structural_tag(spec)
         raise ValueError(f"grammar type {key_type!r} is not supported by the thinkgate backend (it takes {_KEY_TYPES})")
+
+    def _structural_tag(self, spec: str) -> Constraint:
+        """A structural tag as thinkgate's constraint; one whose literals spell control tokens as text (SGLang's
+        tool-call tags) asks for those tokens instead (:mod:`~thinkgate.structured_output.compilation.control_literals`),
+        or raises ``ControlTextError`` where it has no such form."""
+        c = Constraint.structural_tag(spec)
+        tag = json.loads(c.spec)
+        if tag.get("type") != "structural_tag":
+            tag = {"type": "structural_tag", "format": tag}
+        try:
+            self.compiler.resolve_structural_tag(tag)
+        except ControlTextError:
+            return Constraint.structural_tag(control_tokens_as_tokens(tag, self._splitter))
+        except ValueError:
+            pass  # reported by the compile, with its message
+        return c
 
     def get_cached_or_future_value(self, key: tuple[str, str], require_reasoning: bool
                                    ) -> tuple[BaseGrammarObject | Future, bool]:
         prompt, self._prompt = self._prompt, ()
         budget, self._budget = self._budget, None
-        if self._for_xgrammar(key):
-            assert self._xgrammar is not None
+        if key in self._xgrammar_keys and self._xgrammar is not None:
+            self._xgrammar_keys.move_to_end(key)
             return self._xgrammar.get_cached_or_future_value(key, require_reasoning)
         # "full_assistant_ebnf": the grammar spells the whole turn, thinking included
         try:
@@ -324,6 +345,15 @@ class ThinkgateGrammarBackend(BaseGrammarBackend):
         try:
             constraint = self.constraint(key)
             compiling = self.compiler.submit(constraint, timeout_s=self.compile_timeout_s)
+        except ControlTextError as e:
+            xgrammar = self._xgrammar_backend()
+            if xgrammar is not None:  # the tag has no token-level form: SGLang's own backend takes it
+                self._xgrammar_keys[key] = None
+                while len(self._xgrammar_keys) > self.cache_limit:
+                    self._xgrammar_keys.popitem(last=False)
+                return xgrammar.get_cached_or_future_value(key, require_reasoning)
+            out.set_result(InvalidGrammarObject(str(e)))
+            return out, False
         except ValueError as e:
             out.set_result(InvalidGrammarObject(str(e)))
             return out, False
@@ -376,29 +406,6 @@ class ThinkgateGrammarBackend(BaseGrammarBackend):
             self._xgrammar.reset()
 
     # -- structural tags that spell control tokens as text --------------------------------------
-    def _for_xgrammar(self, key: tuple[str, str]) -> bool:
-        """Does ``key`` go to SGLang's own backend? A structural tag whose literals spell a control token as
-        text (SGLang's tool-call detectors write their markers so: ``<tool_call>``, ``<｜DSML｜...``), which
-        thinkgate's compiler refuses (text never produces a control token there), when SGLang's backend can be
-        built. The tag is read once per key (later requests find the key here or in the cache)."""
-        if key in self._xgrammar_keys:
-            self._xgrammar_keys.move_to_end(key)
-            return True
-        if key[0] != "structural_tag" or key in self.cache:
-            return False
-        try:
-            self.compiler.resolve_structural_tag(json.loads(Constraint.structural_tag(key[1]).spec))
-        except ControlTextError:
-            if self._xgrammar_backend() is None:
-                return False  # thinkgate's compile refuses it, with the message naming the token
-            self._xgrammar_keys[key] = None
-            while len(self._xgrammar_keys) > self.cache_limit:
-                self._xgrammar_keys.popitem(last=False)
-            return True
-        except ValueError:
-            return False  # thinkgate's compile reports it
-        return False
-
     def _xgrammar_backend(self) -> BaseGrammarBackend | None:
         """SGLang's ``XGrammarGrammarBackend`` for this server, wrapped in its ``ReasonerGrammarBackend`` when a
         reasoning parser is set (what ``--grammar-backend xgrammar`` builds), made on first need; None, logged
