@@ -245,3 +245,28 @@ def test_sglangs_grammars_are_cached_by_sglangs_backend_and_its_failures_stay_wi
     q = vocab_backends["qwen3_6"]
     refused = create_grammar(q, _tag_key("glm47"), q.vocabulary.encode(QWEN), True)
     assert is_invalid(refused) and "control token" in refused.error_message
+
+
+def test_a_new_keys_spec_is_read_off_the_scheduler_thread(vocab_backends, monkeypatch):
+    """``get_cached_or_future_value`` (SGLang's scheduler thread) returns a pending future for a new key at once;
+    reading the spec (parsing, the control-token rewrite) runs on the backend's reader thread."""
+    import threading
+
+    from thinkgate.engines.sglang.backend import ThinkgateGrammarBackend
+
+    b = vocab_backends["qwen3_6"]
+    seen: list[int] = []
+    orig = ThinkgateGrammarBackend.constraint
+
+    def spy(self, key):
+        seen.append(threading.get_ident())
+        return orig(self, key)
+
+    monkeypatch.setattr(ThinkgateGrammarBackend, "constraint", spy)
+    key = _tag_key("qwen3_coder", "required")
+    key = (key[0], key[1].replace("get_weather", "get_weather_now"))  # a key no other test compiled
+    fut, hit = b.get_cached_or_future_value(key, True)
+    assert not hit
+    g = fut.result(timeout=300)
+    assert isinstance(g, ThinkgateGrammar)
+    assert seen and threading.get_ident() not in seen

@@ -24,9 +24,9 @@ How SGLang drives it (read from 0.5.23's source):
   thinking switch, from the chat template's kwargs) give the request's tracker, as the manager's
   ``add_request`` does: the prompt's current turn decides first (a template that opened or closed the
   thinking), then the switch, then the family's default. A cache hit is a copy of the cached grammar
-  with that tracker; a miss is a future completed when thinkgate's compile is done (it runs in the
-  compiler's worker processes, with its deadline; nothing content-dependent runs on the scheduler
-  thread). An invalid spec or a failed compile is SGLang's ``InvalidGrammarObject`` with the message:
+  with that tracker; a miss is a future completed when thinkgate's compile is done (the spec is read on the
+  backend's reader thread, and compiled in the compiler's worker processes, with its deadline; nothing
+  that grows with the spec runs on the scheduler thread). An invalid spec or a failed compile is SGLang's ``InvalidGrammarObject`` with the message:
   SGLang aborts that request alone.
 - per step: ``allocate_vocab_mask`` (a fresh int32 buffer of -1: every token allowed) then
   ``fill_vocab_mask(mask, row)`` for the rows of requests not terminated; a thinking request leaves its
@@ -70,8 +70,9 @@ from __future__ import annotations
 import json
 import logging
 import math
+import threading
 from collections import OrderedDict
-from concurrent.futures import Future, InvalidStateError
+from concurrent.futures import Future, InvalidStateError, ThreadPoolExecutor
 from typing import Any, Sequence
 
 import numpy as np
@@ -251,7 +252,10 @@ class ThinkgateGrammarBackend(BaseGrammarBackend):
         self._xgrammar: BaseGrammarBackend | None = None
         self._xgrammar_error: str | None = None
         self._xgrammar_keys: OrderedDict[tuple[str, str], None] = OrderedDict()
+        self._xgrammar_lock = threading.Lock()
         self._splitter = ControlSplitter(vocab.special_tokens)
+        # a new key's constraint is read off the scheduler thread (its cost grows with the spec)
+        self._reader = ThreadPoolExecutor(max_workers=1, thread_name_prefix="thinkgate-sglang-read")
         if isinstance(reasoning_parser, str):
             reasoning_parser = get_reasoning_parser(thinkgate_family(reasoning_parser))(vocab)
         self.parser = reasoning_parser
@@ -324,8 +328,8 @@ class ThinkgateGrammarBackend(BaseGrammarBackend):
                                    ) -> tuple[BaseGrammarObject | Future, bool]:
         prompt, self._prompt = self._prompt, ()
         budget, self._budget = self._budget, None
-        if key in self._xgrammar_keys and self._xgrammar is not None:
-            self._xgrammar_keys.move_to_end(key)
+        if self._delegated(key):
+            assert self._xgrammar is not None
             return self._xgrammar.get_cached_or_future_value(key, require_reasoning)
         # "full_assistant_ebnf": the grammar spells the whole turn, thinking included
         try:
@@ -342,24 +346,42 @@ class ThinkgateGrammarBackend(BaseGrammarBackend):
                                         cached.copy().grammar_stats, budget), True
             return cached, True
         out: Future = Future()
-        try:
-            constraint = self.constraint(key)
-            compiling = self.compiler.submit(constraint, timeout_s=self.compile_timeout_s)
-        except ControlTextError as e:
-            xgrammar = self._xgrammar_backend()
-            if xgrammar is not None:  # the tag has no token-level form: SGLang's own backend takes it
-                self._xgrammar_keys[key] = None
-                while len(self._xgrammar_keys) > self.cache_limit:
-                    self._xgrammar_keys.popitem(last=False)
-                return xgrammar.get_cached_or_future_value(key, require_reasoning)
-            out.set_result(InvalidGrammarObject(str(e)))
-            return out, False
-        except ValueError as e:
-            out.set_result(InvalidGrammarObject(str(e)))
-            return out, False
         out.set_running_or_notify_cancel()  # SGLang may cancel it only while pending: it waits for it instead
-        compiling.add_done_callback(lambda f: self._settle(out, f, key, tracker, budget))
+        self._reader.submit(self._start, out, key, tracker, budget, require_reasoning)
         return out, False
+
+    def _start(self, out: Future, key: tuple[str, str], tracker: ReasoningTracker | None, budget: int | None,
+               require_reasoning: bool) -> None:
+        """A new key (the reader thread): its constraint submitted to the compiler, or the key handed to SGLang's
+        own backend (a tag with no token-level form), or SGLang's invalid marker saying why."""
+        try:
+            try:
+                constraint = self.constraint(key)
+                compiling = self.compiler.submit(constraint, timeout_s=self.compile_timeout_s)
+            except ControlTextError as e:
+                xgrammar = self._xgrammar_backend()
+                if xgrammar is None:
+                    out.set_result(InvalidGrammarObject(str(e)))
+                    return
+                with self._xgrammar_lock:
+                    self._xgrammar_keys[key] = None
+                    while len(self._xgrammar_keys) > self.cache_limit:
+                        self._xgrammar_keys.popitem(last=False)
+                value, _ = xgrammar.get_cached_or_future_value(key, require_reasoning)
+                if isinstance(value, Future):
+                    value.add_done_callback(lambda f: _relay(out, f, key))
+                else:
+                    out.set_result(value)
+                return
+            except ValueError as e:
+                out.set_result(InvalidGrammarObject(str(e)))
+                return
+            compiling.add_done_callback(lambda f: self._settle(out, f, key, tracker, budget))
+        except Exception as e:  # noqa: BLE001 - whatever happens, the request gets an answer
+            try:
+                out.set_result(InvalidGrammarObject(f"{key[0]} grammar failed: {type(e).__name__}: {e}"))
+            except InvalidStateError:
+                pass
 
     def _settle(self, out: Future, compiling: Future, key: tuple[str, str], tracker: ReasoningTracker | None,
                 budget: int | None) -> None:
@@ -390,7 +412,8 @@ class ThinkgateGrammarBackend(BaseGrammarBackend):
             pass
 
     def set_cache(self, key: tuple[str, str], value: BaseGrammarObject) -> None:
-        if key in self._xgrammar_keys and self._xgrammar is not None:
+        if self._delegated(key):
+            assert self._xgrammar is not None
             self._xgrammar.set_cache(key, value)
             return
         cache = self.cache
@@ -401,11 +424,20 @@ class ThinkgateGrammarBackend(BaseGrammarBackend):
     def reset(self) -> None:
         super().reset()
         self.compiler.clear_cache()
-        self._xgrammar_keys.clear()
+        with self._xgrammar_lock:
+            self._xgrammar_keys.clear()
         if self._xgrammar is not None:
             self._xgrammar.reset()
 
     # -- structural tags that spell control tokens as text --------------------------------------
+    def _delegated(self, key: tuple[str, str]) -> bool:
+        """Is ``key`` SGLang's own backend's (a tag with no token-level form, seen before)?"""
+        with self._xgrammar_lock:
+            if key in self._xgrammar_keys:
+                self._xgrammar_keys.move_to_end(key)
+                return True
+        return False
+
     def _xgrammar_backend(self) -> BaseGrammarBackend | None:
         """SGLang's ``XGrammarGrammarBackend`` for this server, wrapped in its ``ReasonerGrammarBackend`` when a
         reasoning parser is set (what ``--grammar-backend xgrammar`` builds), made on first need; None, logged
@@ -438,12 +470,25 @@ class ThinkgateGrammarBackend(BaseGrammarBackend):
 
     def close(self) -> None:
         """Stop the compiler's workers if this backend built the compiler, and SGLang's backend's threads."""
+        self._reader.shutdown(wait=False, cancel_futures=True)
         if self._owns_compiler:
             self.compiler.close()
         xb = self._xgrammar
         while xb is not None:
             xb.executor.shutdown(wait=False)
             xb = getattr(xb, "grammar_backend", None)  # the reasoner's inner backend
+
+
+def _relay(out: Future, done: Future, key: tuple[str, str]) -> None:
+    """SGLang's own backend's future, done: its grammar object (or its invalid marker) for the request."""
+    try:
+        value = done.result()
+    except Exception as e:  # noqa: BLE001 - SGLang's compile failing in a way it did not catch itself
+        value = InvalidGrammarObject(f"{key[0]} grammar failed: {type(e).__name__}: {e}")
+    try:
+        out.set_result(value)
+    except InvalidStateError:
+        pass
 
 
 def _sglang_xgrammar(tokenizer: Any, vocab_size: int, eos: list[int], any_whitespace: bool,
