@@ -13,7 +13,8 @@ asks for the token where the literal spelled it, which is what the model writes:
   piece is a control token) and takes the other pieces into its content, before and after it;
 - a ``triggered_tags`` whose every trigger starts with a control token becomes ``token_triggered_tags`` on
   those tokens (its tags then begin with them, as that format requires); excludes that are control tokens
-  become ``exclude_tokens``.
+  become ``exclude_tokens``; in free text behind text triggers (and a ``dispatch``) they become the token's
+  private spelling.
 
 A ``json_schema`` format of an XML style writes text of xgrammar's own around its values
 (:data:`STYLE_MARKERS`); where that text holds a control token (DeepSeek's DSML parameters), the tag has no
@@ -28,13 +29,15 @@ never spelled with ordinary tokens), and the same outputs where the model writes
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Mapping
 from typing import Any
 
-from .xgrammar_adapter import ControlTextError
+from .constraints import Constraint
+from .xgrammar_adapter import CONTROL_MARK, ControlTextError
 
-__all__ = ["ControlSplitter", "control_tokens_as_tokens"]
+__all__ = ["ControlSplitter", "STYLE_MARKERS", "control_tokens_as_tokens", "engine_structural_tag"]
 
 Piece = str | int
 """A literal's piece: text, or the id of a control token."""
@@ -63,6 +66,15 @@ class ControlSplitter:
             out.append(literal[pos:])
         return out
 
+    def private_text(self, token_id: int) -> str | None:
+        """The text that an exclude must hold to exclude control token ``token_id`` from free text in thinkgate's
+        tokenizer view (its private spelling after the ``0xFF`` byte: :data:`CONTROL_MARK` and its id); None
+        where that would exclude another control token too (an id whose digits start with this one's)."""
+        digits = str(token_id)
+        if any(i != token_id and str(i).startswith(digits) for i in self._ids.values()):
+            return None
+        return CONTROL_MARK + digits
+
     def has_control(self, literal: Any) -> bool:
         return isinstance(literal, str) and self._pattern is not None and self._pattern.search(literal) is not None
 
@@ -86,8 +98,24 @@ STYLE_MARKERS: dict[str, tuple[str, ...]] = {
 
 def control_tokens_as_tokens(tag: Mapping[str, Any], splitter: ControlSplitter) -> dict[str, Any]:
     """A copy of ``tag`` (``{"type": "structural_tag", "format": ...}``) whose literals ask for control tokens
-    as tokens (the module docstring); ``ControlTextError`` naming what cannot be rewritten."""
+    as tokens (the module docstring; a tag without control-token text comes back equal); ``ControlTextError``
+    naming what cannot be rewritten."""
     return {**tag, "format": _rewrite(tag.get("format"), splitter, "$.format")}
+
+
+def engine_structural_tag(spec: str | Mapping[str, Any], splitter: ControlSplitter) -> Constraint:
+    """An engine's structural tag (a request's spec) as thinkgate's constraint: as it is, or, where its literals
+    spell control tokens as text, rewritten to ask for the tokens (``ControlTextError`` where it has no such
+    form). Any other problem of the tag is left to the compile, which reports it. ``ValueError`` for a spec that
+    is no structural tag."""
+    c = Constraint.structural_tag(spec)
+    tag = json.loads(c.spec)
+    if tag.get("type") != "structural_tag":
+        tag = {"type": "structural_tag", "format": tag}
+    if not isinstance(tag.get("format"), Mapping):
+        return c  # the compile reports it
+    rewritten = control_tokens_as_tokens(tag, splitter)
+    return c if rewritten == tag else Constraint.structural_tag(rewritten)
 
 
 def _element(piece: Piece) -> dict[str, Any]:
@@ -110,7 +138,8 @@ def _rewrite(node: Any, sp: ControlSplitter, path: str) -> Any:
     if not isinstance(node, Mapping):
         return node
     kind = node.get("type")
-    out = {k: _rewrite(v, sp, f"{path}.{k}") for k, v in node.items()}
+    # a JSON schema is data, not formats
+    out = {k: v if k in ("json_schema", "schema") else _rewrite(v, sp, f"{path}.{k}") for k, v in node.items()}
     if kind in ("json_schema", "qwen_xml_parameter"):
         style = out.get("style", "json") if kind == "json_schema" else "qwen_xml"
         markers = STYLE_MARKERS.get(style) if isinstance(style, str) else None
@@ -127,14 +156,37 @@ def _rewrite(node: Any, sp: ControlSplitter, path: str) -> Any:
                                      or any(isinstance(t, Mapping) and isinstance(t.get("begin"), Mapping)
                                             for t in out.get("tags") or ())):
         return _token_triggered(out, sp, path)
-    for field in ("separator", "excludes"):
-        value = out.get(field)
-        if sp.has_control(value) or (isinstance(value, list) and any(sp.has_control(v) for v in value)):
-            raise _refuse(f"{path}.{field}", f"{value!r} holds a control token's text")
+    if sp.has_control(out.get("separator")):
+        raise _refuse(f"{path}.separator", f"{out['separator']!r} holds a control token's text")
+    if isinstance(out.get("excludes"), list) and any(sp.has_control(e) for e in out["excludes"]):
+        out["excludes"] = _excludes(out["excludes"], kind, sp, f"{path}.excludes")
     if kind == "dispatch":
         for i, rule in enumerate(out.get("rules") or ()):
             if isinstance(rule, list) and rule and sp.has_control(rule[0]):
                 raise _refuse(f"{path}.rules[{i}][0]", f"{rule[0]!r} holds a control token's text")
+    return out
+
+
+def _excludes(excludes: list[Any], kind: Any, sp: ControlSplitter, path: str) -> list[Any]:
+    """Excludes that name a control token by its text, in thinkgate's view. A JSON schema's strings and an
+    ``any_text`` never hold a control token there, so their excludes stay as they are (a control token's text
+    in one still keeps that text, spelled with ordinary tokens, out). Free text elsewhere (a ``triggered_tags``
+    with text triggers, a ``dispatch``) excludes a control token by its private spelling; an exclude of text and
+    a token together has no such form there."""
+    if kind in ("json_schema", "any_text"):
+        return excludes
+    out: list[Any] = []
+    for e in excludes:
+        if not sp.has_control(e):
+            out.append(e)
+            continue
+        pieces = sp.split(e)
+        if len(pieces) != 1:
+            raise _refuse(path, f"{e!r} holds text and a control token together")
+        private = sp.private_text(pieces[0])
+        if private is None:
+            raise _refuse(path, f"{e!r}: its token's id begins another control token's id")
+        out.append(private)
     return out
 
 

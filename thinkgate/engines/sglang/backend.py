@@ -67,7 +67,6 @@ jump-forward (0.5.23's scheduler never calls ``try_jump_forward``).
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 import threading
@@ -89,7 +88,7 @@ from thinkgate.reasoning.vocabulary import Vocabulary
 
 from thinkgate.structured_output.compilation.compiler import CompiledConstraint, Compiler, xgrammar_message
 from thinkgate.structured_output.compilation.constraints import DEFAULT_MAX_WHITESPACE, Constraint
-from thinkgate.structured_output.compilation.control_literals import ControlSplitter, control_tokens_as_tokens
+from thinkgate.structured_output.compilation.control_literals import ControlSplitter, engine_structural_tag
 from thinkgate.structured_output.compilation.xgrammar_adapter import ControlTextError
 from thinkgate.structured_output.step.request import THINKING, RequestContext, StructuredRequest
 
@@ -305,24 +304,8 @@ class ThinkgateGrammarBackend(BaseGrammarBackend):
         if key_type in ("ebnf", "full_assistant_ebnf"):
             return Constraint.grammar(spec)
         if key_type == "structural_tag":
-            return self._structural_tag(spec)
+            return engine_structural_tag(spec, self._splitter)
         raise ValueError(f"grammar type {key_type!r} is not supported by the thinkgate backend (it takes {_KEY_TYPES})")
-
-    def _structural_tag(self, spec: str) -> Constraint:
-        """A structural tag as thinkgate's constraint; one whose literals spell control tokens as text (SGLang's
-        tool-call tags) asks for those tokens instead (:mod:`~thinkgate.structured_output.compilation.control_literals`),
-        or raises ``ControlTextError`` where it has no such form."""
-        c = Constraint.structural_tag(spec)
-        tag = json.loads(c.spec)
-        if tag.get("type") != "structural_tag":
-            tag = {"type": "structural_tag", "format": tag}
-        try:
-            self.compiler.resolve_structural_tag(tag)
-        except ControlTextError:
-            return Constraint.structural_tag(control_tokens_as_tokens(tag, self._splitter))
-        except ValueError:
-            pass  # reported by the compile, with its message
-        return c
 
     def get_cached_or_future_value(self, key: tuple[str, str], require_reasoning: bool
                                    ) -> tuple[BaseGrammarObject | Future, bool]:

@@ -19,9 +19,10 @@ markers) never inside JSON strings, regex or free text; JSON whitespace bounded 
 Schema keywords xgrammar drops either enforced or checked on the finished output (a violation makes
 ``accept_tokens`` refuse the stop token, so vLLM ends the request); compiles in worker processes with
 a deadline that really stops them; one compile per distinct constraint. Structural tags that name
-control tokens as tokens (thinkgate's tool plugin sends those) compile with thinkgate too; those that
-write a control token as text (vLLM's own tool parsers write ``<tool_call>`` so), and Lark grammars, stay
-with vLLM's own xgrammar backend, built beside it on first need (:func:`handled_by_xgrammar`).
+control tokens as tokens (thinkgate's tool plugin sends those) compile with thinkgate too, and so do those
+that write a control token as text (vLLM's own tool parsers' xgrammar tags write ``<tool_call>`` so), rewritten
+to ask for the token; a tag with no such form (DeepSeek's DSML parameter styles) and Lark grammars stay with
+vLLM's own xgrammar backend, built beside it on first need (:func:`handled_by_xgrammar`).
 
 vLLM's engine core does not see ``--tool-call-parser``: with ``THINKGATE_VLLM_TOOL_FORMAT`` set to the
 server's tool format (a thinkgate format or vLLM tool-parser name, ``thinkgate_`` prefix allowed), the compiler
@@ -46,8 +47,8 @@ from thinkgate.engines.vllm.reasoning_parsers import vocabulary_of
 from thinkgate.reasoning.vocabulary import Vocabulary
 from thinkgate.structured_output.compilation.compiler import CompiledConstraint, Compiler
 from thinkgate.structured_output.compilation.constraints import Constraint
+from thinkgate.structured_output.compilation.control_literals import ControlSplitter, engine_structural_tag
 from thinkgate.structured_output.compilation.schema_support import new_matcher, output_problem
-from thinkgate.structured_output.compilation.xgrammar_adapter import GrammarBuilder
 from thinkgate.structured_output.tools import tool_format_warm_up
 
 from thinkgate.engines.registration import Patch
@@ -71,8 +72,11 @@ def tool_format_warm_up_from_env(vocabulary: Vocabulary) -> tuple[Constraint, ..
         raise ValueError(f"{TOOL_FORMAT_ENV}={name!r}: {e}") from e
 
 
-def constraint_of(request_type: StructuredOutputOptions, spec: str, *, disable_any_whitespace: bool) -> Constraint:
-    """vLLM's (request type, spec) as a thinkgate constraint; ``ValueError`` for what it cannot take."""
+def constraint_of(request_type: StructuredOutputOptions, spec: str, *, disable_any_whitespace: bool,
+                  vocabulary: Vocabulary | None = None, splitter: ControlSplitter | None = None) -> Constraint:
+    """vLLM's (request type, spec) as a thinkgate constraint; ``ValueError`` for what it cannot take. With
+    ``vocabulary``, a structural tag that writes control tokens as text asks for the tokens
+    (:func:`handled_by_xgrammar`)."""
     ws = {"any_whitespace": False} if disable_any_whitespace else {}
     if request_type == StructuredOutputOptions.JSON:
         return Constraint.json_schema(spec, **ws)
@@ -85,20 +89,24 @@ def constraint_of(request_type: StructuredOutputOptions, spec: str, *, disable_a
     if request_type == StructuredOutputOptions.GRAMMAR:
         return Constraint.grammar(spec)
     if request_type == StructuredOutputOptions.STRUCTURAL_TAG:
-        return Constraint.structural_tag(spec)
+        if vocabulary is None:
+            return Constraint.structural_tag(spec)
+        return engine_structural_tag(spec, splitter if splitter is not None else ControlSplitter(vocabulary.special_tokens))
     raise ValueError(f"unsupported structured output type {request_type!s}")
 
 
-def handled_by_xgrammar(request_type: StructuredOutputOptions, spec: str, vocabulary: Vocabulary) -> bool:
-    """Requests thinkgate leaves to vLLM's own xgrammar backend: Lark grammars, and structural tags that
-    thinkgate's compiler refuses because a literal writes a control token as text (vLLM's own tool
-    parsers write ``<tool_call>`` so; thinkgate's compiler gives control tokens no text, so that text
-    could never match the token the model writes). A tag that names its markers as tokens (thinkgate's
-    tool plugin) is thinkgate's, and so is the legacy form (``structures`` / ``triggers``), read as the format it
-    stands for. The check walks the tag's JSON once (``resolve_structural_tag``)."""
+def handled_by_xgrammar(request_type: StructuredOutputOptions, spec: str, vocabulary: Vocabulary, *,
+                        splitter: ControlSplitter | None = None) -> bool:
+    """Requests thinkgate leaves to vLLM's own xgrammar backend: Lark grammars, a structural-tag spec that is no
+    JSON object (vLLM's backend reports it), and structural tags with no thinkgate form. A tag whose literals
+    write a control token as text (vLLM's own tool parsers' xgrammar tags write ``<tool_call>`` so; thinkgate's
+    compiler gives control tokens no text) is rewritten to ask for the tokens (``compilation/control_literals.py``)
+    and is thinkgate's where that works; a tag that names its markers as tokens (thinkgate's tool plugin) is
+    thinkgate's, and so is the legacy form (``structures`` / ``triggers``). ``splitter``: the vocabulary's, made
+    once by a caller that asks often (else made here: DeepSeek V4's 1,283 control texts make one large pattern)."""
     if request_type == StructuredOutputOptions.STRUCTURAL_TAG:
         try:
-            GrammarBuilder(vocabulary).resolve_structural_tag(json.loads(Constraint.structural_tag(spec).spec))
+            engine_structural_tag(spec, splitter if splitter is not None else ControlSplitter(vocabulary.special_tokens))
         except ValueError:
             return True
         return False
@@ -178,16 +186,26 @@ class ThinkgateBackend(StructuredOutputBackend):
         self.compiler = Compiler(self.vocabulary, warm_up=tool_format_warm_up_from_env(self.vocabulary))
         self._xgrammar: StructuredOutputBackend | None = None  # vLLM's own, built on first need
         self._xgrammar_lock = threading.Lock()
+        self._splitter = ControlSplitter(self.vocabulary.special_tokens)  # made once (see handled_by_xgrammar)
 
     def compile_grammar(self, request_type: StructuredOutputOptions, grammar_spec: str,
                         stop_token_ids: set[int] | None = None) -> StructuredOutputGrammar:
-        if handled_by_xgrammar(request_type, grammar_spec, self.vocabulary):
+        constraint = None
+        if request_type == StructuredOutputOptions.STRUCTURAL_TAG or not handled_by_xgrammar(
+                request_type, grammar_spec, self.vocabulary):
+            try:
+                constraint = constraint_of(request_type, grammar_spec, disable_any_whitespace=self.disable_any_whitespace,
+                                           vocabulary=self.vocabulary, splitter=self._splitter)
+            except ValueError:
+                if request_type != StructuredOutputOptions.STRUCTURAL_TAG:
+                    raise
+                # a tag with no thinkgate form, or a malformed one (vLLM's backend reports it): handled_by_xgrammar
+        if constraint is None:
             with self._xgrammar_lock:
                 if self._xgrammar is None:
                     self._xgrammar = PATCH.original(_vllm_xgrammar())(
                         self.vllm_config, tokenizer=self.tokenizer, vocab_size=self.vocab_size)
             return self._xgrammar.compile_grammar(request_type, grammar_spec, stop_token_ids)
-        constraint = constraint_of(request_type, grammar_spec, disable_any_whitespace=self.disable_any_whitespace)
         compiled = self.compiler.compile(constraint)
         return ThinkgateGrammar(new_matcher(compiled), compiled, self.vocabulary,
                                 frozenset(self.vocabulary.stop_token_ids))
