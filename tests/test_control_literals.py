@@ -169,11 +169,10 @@ def _bits(m: xgr.GrammarMatcher, width: int):
 def test_xgrammars_model_tags_rewritten_only_narrow_its_text_view(vocab_name, qwen_vocab, deepseek_vocab):
     """Every xgrammar model tag for ``tool_choice="required"`` compiles as thinkgate's once rewritten (the pinned
     ones have no such form); along random walks through thinkgate's rows (control tokens preferred, to get through
-    the markers) every row lies within the row of the same tag in xgrammar's text view, and both accept each
-    token taken."""
+    the markers, :func:`_next`) every row lies within the row of the same tag in xgrammar's text view, and both
+    accept each token taken."""
     import random
 
-    import numpy as np
     from xgrammar.builtin_structural_tag import get_model_structural_tag
 
     v = qwen_vocab if vocab_name == "qwen3_6" else deepseek_vocab
