@@ -149,7 +149,9 @@ def _rewrite(node: Any, sp: ControlSplitter, path: str) -> Any:
                                            f"{style!r} is a style whose text is not known here")
     if kind == "const_string" and sp.has_control(out.get("value")):
         pieces = sp.split(out["value"])
-        return _element(pieces[0]) if len(pieces) == 1 else {"type": "sequence", "elements": list(map(_element, pieces))}
+        if len(pieces) == 1:
+            return _element(pieces[0])
+        return {"type": "sequence", "elements": list(map(_element, pieces))}
     if kind == "tag":
         return _rewrite_tag(out, sp, path)
     if kind == "triggered_tags" and (any(sp.has_control(t) for t in out.get("triggers") or ())

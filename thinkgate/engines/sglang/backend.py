@@ -26,8 +26,8 @@ How SGLang drives it (read from 0.5.23's source):
   thinking), then the switch, then the family's default. A cache hit is a copy of the cached grammar
   with that tracker; a miss is a future completed when thinkgate's compile is done (the spec is read on the
   backend's reader thread, and compiled in the compiler's worker processes, with its deadline; nothing
-  that grows with the spec runs on the scheduler thread). An invalid spec or a failed compile is SGLang's ``InvalidGrammarObject`` with the message:
-  SGLang aborts that request alone.
+  that grows with the spec runs on the scheduler thread). An invalid spec or a failed compile is SGLang's
+  ``InvalidGrammarObject`` with the message: SGLang aborts that request alone.
 - per step: ``allocate_vocab_mask`` (a fresh int32 buffer of -1: every token allowed) then
   ``fill_vocab_mask(mask, row)`` for the rows of requests not terminated; a thinking request leaves its
   row as it is (no row) unless something is masked; ``move_vocab_mask`` and ``apply_vocab_mask``

@@ -91,7 +91,7 @@ def constraint_of(request_type: StructuredOutputOptions, spec: str, *, disable_a
     if request_type == StructuredOutputOptions.STRUCTURAL_TAG:
         if vocabulary is None:
             return Constraint.structural_tag(spec)
-        return engine_structural_tag(spec, splitter if splitter is not None else ControlSplitter(vocabulary.special_tokens))
+        return engine_structural_tag(spec, splitter or ControlSplitter(vocabulary.special_tokens))
     raise ValueError(f"unsupported structured output type {request_type!s}")
 
 
@@ -106,7 +106,7 @@ def handled_by_xgrammar(request_type: StructuredOutputOptions, spec: str, vocabu
     once by a caller that asks often (else made here: DeepSeek V4's 1,283 control texts make one large pattern)."""
     if request_type == StructuredOutputOptions.STRUCTURAL_TAG:
         try:
-            engine_structural_tag(spec, splitter if splitter is not None else ControlSplitter(vocabulary.special_tokens))
+            engine_structural_tag(spec, splitter or ControlSplitter(vocabulary.special_tokens))
         except ValueError:
             return True
         return False
@@ -194,8 +194,8 @@ class ThinkgateBackend(StructuredOutputBackend):
         if request_type == StructuredOutputOptions.STRUCTURAL_TAG or not handled_by_xgrammar(
                 request_type, grammar_spec, self.vocabulary):
             try:
-                constraint = constraint_of(request_type, grammar_spec, disable_any_whitespace=self.disable_any_whitespace,
-                                           vocabulary=self.vocabulary, splitter=self._splitter)
+                constraint = constraint_of(request_type, grammar_spec, vocabulary=self.vocabulary,
+                                           splitter=self._splitter, disable_any_whitespace=self.disable_any_whitespace)
             except ValueError:
                 if request_type != StructuredOutputOptions.STRUCTURAL_TAG:
                     raise
