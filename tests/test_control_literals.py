@@ -11,14 +11,9 @@ import pytest
 import xgrammar as xgr
 
 from thinkgate.structured_output import Compiler, Constraint
-from thinkgate.structured_output.compilation.control_literals import (STYLE_MARKERS, ControlSplitter,
-                                                                      control_tokens_as_tokens, engine_structural_tag)
-from thinkgate.structured_output.compilation.xgrammar_adapter import ControlTextError
-
-
-@pytest.fixture(scope="module")
-def sp(qwen_vocab):
-    return ControlSplitter(qwen_vocab.special_tokens)
+from thinkgate.structured_output.compilation.control_literals import (STYLE_MARKERS, control_tokens_as_tokens,
+                                                                      engine_structural_tag)
+from thinkgate.structured_output.compilation.xgrammar_adapter import ControlSplitter, ControlTextError
 
 
 @pytest.fixture(scope="module")
@@ -26,6 +21,11 @@ def comp(qwen_vocab):
     c = Compiler(qwen_vocab, num_threads=1)
     yield c
     c.close()
+
+
+@pytest.fixture(scope="module")
+def sp(comp):
+    return comp.control_splitter  # the compiler's, as the engine backends take it
 
 
 def _tag(fmt):

@@ -103,7 +103,8 @@ from .worker_pool import WorkerPool, close_pool
 from .constraints import DEFAULT_MAX_WHITESPACE, DEFAULT_TOOL_MAX_WHITESPACE, Constraint
 from .jsonws.bound import BoundedMatcher, WhitespaceBound, WhitespaceLexicon
 from ._compile_worker import warm_up
-from .xgrammar_adapter import GrammarBuilder, build_tokenizer_info, control_token_bytes, xgrammar_message
+from .xgrammar_adapter import (ControlSplitter, GrammarBuilder, build_tokenizer_info, control_token_bytes,
+                               xgrammar_message)
 
 __all__ = ["Compiler", "CompiledConstraint", "CompilerStats", "build_tokenizer_info", "control_token_bytes",
            "xgrammar_message"]
@@ -427,6 +428,11 @@ class Compiler:
         naming the problem) and whether it uses token-level formats (see :meth:`GrammarBuilder.build`).
         Its cost depends on the content: never call it on a scheduler thread."""
         return self._grammars.build(constraint)
+
+    @property
+    def control_splitter(self) -> ControlSplitter:
+        """The vocabulary's control texts, found and split in literals (built once, with the compiler)."""
+        return self._grammars.control
 
     def resolve_structural_tag(self, tag: Any) -> tuple[dict[str, Any], bool]:
         """``tag`` with token names resolved to ids in this vocabulary, and whether any token-level

@@ -30,53 +30,16 @@ never spelled with ordinary tokens), and the same outputs where the model writes
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Mapping
 from typing import Any
 
 from .constraints import Constraint
-from .xgrammar_adapter import CONTROL_MARK, ControlTextError
+from .xgrammar_adapter import ControlSplitter, ControlTextError
 
-__all__ = ["ControlSplitter", "STYLE_MARKERS", "control_tokens_as_tokens", "engine_structural_tag"]
+__all__ = ["STYLE_MARKERS", "control_tokens_as_tokens", "engine_structural_tag"]
 
 Piece = str | int
-"""A literal's piece: text, or the id of a control token."""
-
-
-class ControlSplitter:
-    """Splits literals at the control tokens of one vocabulary (``special_tokens``: text -> id); built once."""
-
-    def __init__(self, special_tokens: Mapping[str, int]) -> None:
-        self._ids = {t: i for t, i in special_tokens.items() if t}
-        texts = sorted(self._ids, key=len, reverse=True)  # the longest match first
-        self._pattern = re.compile("|".join(map(re.escape, texts))) if texts else None
-
-    def split(self, literal: str) -> list[Piece]:
-        """``literal`` as its text pieces and control-token ids, in order (no empty text piece)."""
-        if self._pattern is None:
-            return [literal] if literal else []
-        out: list[Piece] = []
-        pos = 0
-        for m in self._pattern.finditer(literal):
-            if m.start() > pos:
-                out.append(literal[pos:m.start()])
-            out.append(self._ids[m.group()])
-            pos = m.end()
-        if pos < len(literal):
-            out.append(literal[pos:])
-        return out
-
-    def private_text(self, token_id: int) -> str | None:
-        """The text that an exclude must hold to exclude control token ``token_id`` from free text in thinkgate's
-        tokenizer view (its private spelling after the ``0xFF`` byte: :data:`CONTROL_MARK` and its id); None
-        where that would exclude another control token too (an id whose digits start with this one's)."""
-        digits = str(token_id)
-        if any(i != token_id and str(i).startswith(digits) for i in self._ids.values()):
-            return None
-        return CONTROL_MARK + digits
-
-    def has_control(self, literal: Any) -> bool:
-        return isinstance(literal, str) and self._pattern is not None and self._pattern.search(literal) is not None
+"""A literal's piece (:meth:`ControlSplitter.split`): text, or the id of a control token."""
 
 
 STYLE_MARKERS: dict[str, tuple[str, ...]] = {

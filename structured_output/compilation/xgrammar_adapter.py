@@ -49,8 +49,8 @@ from thinkgate.reasoning.vocabulary import Vocabulary
 from .closers import text_closers
 from .constraints import Constraint
 
-__all__ = ["CONTROL_MARK", "ControlTextError", "GrammarBuilder", "build_tokenizer_info", "control_token_bytes",
-           "xgrammar_message"]
+__all__ = ["CONTROL_MARK", "ControlSplitter", "ControlTextError", "GrammarBuilder", "build_tokenizer_info",
+           "control_token_bytes", "xgrammar_message"]
 
 
 class ControlTextError(ValueError):
@@ -91,6 +91,45 @@ def xgrammar_message(exc: BaseException) -> str:
     return text
 
 
+class ControlSplitter:
+    """Finds the control tokens of one vocabulary (``special_tokens``: text -> id) in literals, and splits
+    literals at them; built once per vocabulary (DeepSeek V4 has 1,283 control texts: one pattern finds any of
+    them, so a literal is searched once, not once per text)."""
+
+    def __init__(self, special_tokens: Mapping[str, int]) -> None:
+        self._ids = {t: i for t, i in special_tokens.items() if t}
+        self.texts = sorted(self._ids, key=len, reverse=True)
+        """The control texts, longest first (so the pattern takes the longest match)."""
+        self._pattern = re.compile("|".join(map(re.escape, self.texts))) if self.texts else None
+
+    def split(self, literal: str) -> list[str | int]:
+        """``literal`` as its text pieces and control-token ids, in order (no empty text piece)."""
+        if self._pattern is None:
+            return [literal] if literal else []
+        out: list[str | int] = []
+        pos = 0
+        for m in self._pattern.finditer(literal):
+            if m.start() > pos:
+                out.append(literal[pos:m.start()])
+            out.append(self._ids[m.group()])
+            pos = m.end()
+        if pos < len(literal):
+            out.append(literal[pos:])
+        return out
+
+    def private_text(self, token_id: int) -> str | None:
+        """The text that an exclude must hold to exclude control token ``token_id`` from free text in thinkgate's
+        tokenizer view (its private spelling after the ``0xFF`` byte: :data:`CONTROL_MARK` and its id); None
+        where that would exclude another control token too (an id whose digits start with this one's)."""
+        digits = str(token_id)
+        if any(i != token_id and str(i).startswith(digits) for i in self._ids.values()):
+            return None
+        return CONTROL_MARK + digits
+
+    def has_control(self, literal: Any) -> bool:
+        return isinstance(literal, str) and self._pattern is not None and self._pattern.search(literal) is not None
+
+
 # token-level structural-tag formats: type -> fields that name tokens (an id or a token string)
 _TOKEN_FIELDS: dict[str, tuple[str, ...]] = {
     "token": ("token",),
@@ -107,11 +146,8 @@ class GrammarBuilder:
 
     def __init__(self, vocabulary: Vocabulary) -> None:
         self.vocabulary = vocabulary
-        # control-token texts, longest first (checked in structural-tag literals), and one pattern that finds any
-        # of them (DeepSeek V4 has 1,283: a literal is searched once, not once per text)
-        self._control_texts = sorted((t for t in vocabulary.special_tokens if t), key=len, reverse=True)
-        self._control_pattern = (re.compile("|".join(map(re.escape, self._control_texts)))
-                                 if self._control_texts else None)
+        self.control = ControlSplitter(vocabulary.special_tokens)
+        """The vocabulary's control texts (checked in structural-tag literals)."""
 
     def build(self, constraint: Constraint) -> tuple[xgr.Grammar, bool]:
         """The xgrammar ``Grammar`` of ``constraint`` (``ValueError`` naming the problem) and whether
@@ -239,10 +275,9 @@ class GrammarBuilder:
         docstring), so such a format could never match what the model writes."""
         values = value if isinstance(value, list) else [value]
         for lit in values:
-            if not isinstance(lit, str) or not lit or self._control_pattern is None \
-                    or self._control_pattern.search(lit) is None:
+            if not lit or not self.control.has_control(lit):
                 continue
-            for text in self._control_texts:  # name the longest one it contains
+            for text in self.control.texts:  # name the longest one it contains
                 if text in lit:
                     raise ControlTextError(
                         f"invalid structural tag: {where}: {lit!r} contains {text!r}, a control token of the "

@@ -88,7 +88,7 @@ from thinkgate.reasoning.vocabulary import Vocabulary
 
 from thinkgate.structured_output.compilation.compiler import CompiledConstraint, Compiler, xgrammar_message
 from thinkgate.structured_output.compilation.constraints import DEFAULT_MAX_WHITESPACE, Constraint
-from thinkgate.structured_output.compilation.control_literals import ControlSplitter, engine_structural_tag
+from thinkgate.structured_output.compilation.control_literals import engine_structural_tag
 from thinkgate.structured_output.compilation.xgrammar_adapter import ControlTextError
 from thinkgate.structured_output.step.request import THINKING, RequestContext, StructuredRequest
 
@@ -252,7 +252,6 @@ class ThinkgateGrammarBackend(BaseGrammarBackend):
         self._xgrammar_error: str | None = None
         self._xgrammar_keys: OrderedDict[tuple[str, str], None] = OrderedDict()
         self._xgrammar_lock = threading.Lock()
-        self._splitter = ControlSplitter(vocab.special_tokens)
         # a new key's constraint is read off the scheduler thread (its cost grows with the spec)
         self._reader = ThreadPoolExecutor(max_workers=1, thread_name_prefix="thinkgate-sglang-read")
         if isinstance(reasoning_parser, str):
@@ -304,7 +303,7 @@ class ThinkgateGrammarBackend(BaseGrammarBackend):
         if key_type in ("ebnf", "full_assistant_ebnf"):
             return Constraint.grammar(spec)
         if key_type == "structural_tag":
-            return engine_structural_tag(spec, self._splitter)
+            return engine_structural_tag(spec, self.compiler.control_splitter)
         raise ValueError(f"grammar type {key_type!r} is not supported by the thinkgate backend (it takes {_KEY_TYPES})")
 
     def get_cached_or_future_value(self, key: tuple[str, str], require_reasoning: bool

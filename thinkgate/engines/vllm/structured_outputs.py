@@ -47,8 +47,9 @@ from thinkgate.engines.vllm.reasoning_parsers import vocabulary_of
 from thinkgate.reasoning.vocabulary import Vocabulary
 from thinkgate.structured_output.compilation.compiler import CompiledConstraint, Compiler
 from thinkgate.structured_output.compilation.constraints import Constraint
-from thinkgate.structured_output.compilation.control_literals import ControlSplitter, engine_structural_tag
+from thinkgate.structured_output.compilation.control_literals import engine_structural_tag
 from thinkgate.structured_output.compilation.schema_support import new_matcher, output_problem
+from thinkgate.structured_output.compilation.xgrammar_adapter import ControlSplitter
 from thinkgate.structured_output.tools import tool_format_warm_up
 
 from thinkgate.engines.registration import Patch
@@ -186,20 +187,20 @@ class ThinkgateBackend(StructuredOutputBackend):
         self.compiler = Compiler(self.vocabulary, warm_up=tool_format_warm_up_from_env(self.vocabulary))
         self._xgrammar: StructuredOutputBackend | None = None  # vLLM's own, built on first need
         self._xgrammar_lock = threading.Lock()
-        self._splitter = ControlSplitter(self.vocabulary.special_tokens)  # made once (see handled_by_xgrammar)
 
     def compile_grammar(self, request_type: StructuredOutputOptions, grammar_spec: str,
                         stop_token_ids: set[int] | None = None) -> StructuredOutputGrammar:
+        tag = request_type == StructuredOutputOptions.STRUCTURAL_TAG
         constraint = None
-        if request_type == StructuredOutputOptions.STRUCTURAL_TAG or not handled_by_xgrammar(
-                request_type, grammar_spec, self.vocabulary):
+        if tag or not handled_by_xgrammar(request_type, grammar_spec, self.vocabulary):
             try:
                 constraint = constraint_of(request_type, grammar_spec, vocabulary=self.vocabulary,
-                                           splitter=self._splitter, disable_any_whitespace=self.disable_any_whitespace)
+                                           splitter=self.compiler.control_splitter,
+                                           disable_any_whitespace=self.disable_any_whitespace)
             except ValueError:
-                if request_type != StructuredOutputOptions.STRUCTURAL_TAG:
+                if not tag:
                     raise
-                # a tag with no thinkgate form, or a malformed one (vLLM's backend reports it): handled_by_xgrammar
+                # a tag with no thinkgate form, or no tag at all (vLLM's backend reports it): handled_by_xgrammar
         if constraint is None:
             with self._xgrammar_lock:
                 if self._xgrammar is None:
