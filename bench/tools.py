@@ -1,7 +1,8 @@
 """``python -m bench tools``: tool-choice constraints, per format and number of tools.
 
 For each format and tool count (default 1, 10, 100 tools from the corpus ``tests/data/tools/corpus.json``;
-past its 56 tools, renamed copies), a ``required`` request:
+past its 56 tools, renamed copies), a ``required`` request (``--choice auto``: an ``auto`` request with every tool
+``strict``, free text or calls, against xgrammar's ``auto`` tag):
 
 - ``build_ms``: our builder (request normalisation + structural tag), pure Python;
 - ``cold_ms``: the compile on empty caches (``Compiler.compile`` on a fresh, started compiler: validation,
@@ -89,6 +90,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         f"(default {','.join(DEFAULT_FORMATS)}; with --props {','.join(PROPS_FORMATS)})")
     p.add_argument("--sizes", type=int_list, default=[1, 10], help="tool counts (default 1,10; the sweep: 1,10,100)")
     p.add_argument("--repeat", type=int, default=2, help="cold compiles per point (default 2)")
+    p.add_argument("--choice", choices=("required", "auto"), default="required",
+                   help="tool_choice of the requests (auto: every tool strict; default required)")
     p.add_argument("--threads", type=int, default=2, help="compiler threads (default 2)")
     p.add_argument("--no-xgrammar", action="store_true", help="skip the xgrammar baseline column")
     p.add_argument("--no-fill", action="store_true", help="skip the mask-fill column")
@@ -179,12 +182,14 @@ def main(args: argparse.Namespace) -> int:
         progress(f"{fmt}: vocabulary {vocab.name}")
         for n in args.sizes:
             tools = corpus_tools(n + 1)
+            if args.choice == "auto":  # constrained only where the tools are strict
+                tools = [{**t, "function": {**t["function"], "strict": True}} for t in tools]
             t0 = time.perf_counter()
-            c = build_tool_constraint(tools[:n], "required", format=fmt, **bound(fmt, vocab))
+            c = build_tool_constraint(tools[:n], args.choice, format=fmt, **bound(fmt, vocab))
             build_ms = (time.perf_counter() - t0) * 1e3
             assert c is not None
-            swapped = build_tool_constraint(tools[1:], "required", format=fmt, **bound(fmt, vocab))
-            base = schema_order_constraint(fmt, tools[:n])
+            swapped = build_tool_constraint(tools[1:], args.choice, format=fmt, **bound(fmt, vocab))
+            base = schema_order_constraint(fmt, tools[:n]) if args.choice == "required" else None
             fmt_warm_up = tool_format_warm_up(fmt, **bound(fmt, vocab))
             colds, warm_colds, base_colds, swaps = [], [], [], []
             for _ in range(max(1, args.repeat)):  # alternated, so that load changes hit both alike
@@ -216,7 +221,7 @@ def main(args: argparse.Namespace) -> int:
                 t0 = time.perf_counter()
                 comp.compile(c)
                 hits.append((time.perf_counter() - t0) * 1e6)
-            row = {"format": fmt, "tools": n, "vocab": vocab.name, "build_ms": build_ms,
+            row = {"format": fmt, "tools": n, "choice": args.choice, "vocab": vocab.name, "build_ms": build_ms,
                    "cold_ms": statistics.median(colds), "cold_warm_ms": statistics.median(warm_colds),
                    "swap1_ms": statistics.median(swaps),
                    "cached_us": statistics.median(hits), "spec_kb": len(c.spec.encode()) / 1024,
@@ -388,7 +393,7 @@ def _xgrammar_cold(fmt, vocab, tools, n, cache, args) -> dict:
         plain = json.loads(json.dumps(ts))
         for t in plain:
             t["function"].pop("strict", None)
-        return get_model_structural_tag(XGRAMMAR_TAGS[fmt], tools=plain, tool_choice="required",
+        return get_model_structural_tag(XGRAMMAR_TAGS[fmt], tools=plain, tool_choice=args.choice,
                                         reasoning=reasoning)
 
     try:
