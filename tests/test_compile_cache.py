@@ -46,10 +46,11 @@ PUNCTUATION = ('"', "}", "]", ",", ":", ">", "<", "\n", " ", "0", "1", "true", "
 def _walk_equal(a: xgr.CompiledGrammar, b: xgr.CompiledGrammar, vocab, words: int, seed: int,
                 steps: int) -> int:
     """A random walk through two compiled forms of one grammar (tokens drawn from the rows, half of the
-    time a punctuation token where one is allowed, so that walks leave strings and reach later
-    arguments and later calls); asserts their rows are equal at every step; returns the steps taken."""
+    time a punctuation token or a control token where one is allowed, so that walks leave strings, reach later
+    arguments and later calls, and enter calls from free text); asserts their rows are equal at every step;
+    returns the steps taken."""
     rng = random.Random(seed)
-    punct = {vocab.token_id(p) for p in PUNCTUATION if vocab.token_id(p) is not None}
+    punct = {vocab.token_id(p) for p in PUNCTUATION if vocab.token_id(p) is not None} | set(vocab.special_token_ids)
     ma, mb = xgr.GrammarMatcher(a), xgr.GrammarMatcher(b)
     for step in range(steps):
         ra, rb = _row(ma, words), _row(mb, words)
@@ -82,15 +83,18 @@ def _record_forms(comp: Compiler, forms: list[str]) -> None:
 
 
 # deepseek_v4, hy_v3, minimax_m2: raw values inside tags that end with text sit in a tag of their own
-# (xgrammar_adapter._own_end), which takes the literal or token before it as its begin, so the text
-# round-trips (an empty begin prints as "", which xgrammar's EBNF parser drops)
-@pytest.mark.parametrize("fmt", ["hermes", "qwen3_6", "deepseek_v4", "hy_v3", "minimax_m2", "gemma4"])
-def test_tool_masks_through_the_cache_equal_an_uncached_compile(fmt):
+# (xgrammar_adapter._own_end), which takes the literal or token before it as its begin (an empty begin prints as
+# "", which xgrammar's EBNF parser drops: the round-trip check drops it too, _compile_worker.drop_empty_in_sequences)
+# "auto" (strict tools): free text, then calls after the trigger; where the trigger is a control token the grammar
+# has a TokenTagDispatch, which xgrammar's parser moves into a rule of its own (_compile_worker.fold_dispatch_wrappers)
+@pytest.mark.parametrize("choice", ["required", "auto"])
+@pytest.mark.parametrize("fmt", ["hermes", "qwen3_6", "deepseek_v4", "hy_v3", "minimax_m2", "gemma4", "mistral"])
+def test_tool_masks_through_the_cache_equal_an_uncached_compile(fmt, choice):
     vocab = format_vocabulary(fmt)
     comp = Compiler(vocab, num_threads=1, ship_compiled_max_bytes=0)  # the parent's cached recompile path
     try:
-        tools = BASE_TOOLS[:4]
-        c = build_tool_constraint(tools, "required", format=fmt,
+        tools = [{**t, "function": {**t["function"], "strict": True}} for t in BASE_TOOLS[:4]]
+        c = build_tool_constraint(tools, choice, format=fmt,
                                   **({"vocabulary": vocab} if fmt == "gemma4" else {}))
         ours = comp.compile(c, timeout=120).grammar
         grammar, _ = GrammarBuilder(vocab).build(c)
@@ -115,7 +119,7 @@ def test_raw_values_own_tags_take_the_literal_before_them_as_begin(fmt, monkeypa
     assert cache_safe(c.kind, merged)
     monkeypatch.setattr(xgrammar_adapter, "_begin_own_ends", lambda elements: elements)
     unmerged, _ = GrammarBuilder(vocab).build(c)
-    assert not cache_safe(c.kind, unmerged)  # its empty begins print as "", which the EBNF parser drops
+    assert cache_safe(c.kind, unmerged)  # its empty begins print as "", which the parser drops beside other elements
     info = xgrammar_adapter.build_tokenizer_info(vocab)
     compiler = xgr.GrammarCompiler(info, max_threads=1, cache_enabled=False)
     a, b = compiler.compile_grammar(merged), compiler.compile_grammar(unmerged)
@@ -140,6 +144,37 @@ def test_a_grammar_that_does_not_survive_the_round_trip_compiles_uncached(qwen_v
         assert comp._decoder.xgr_cached.get_cache_size_bytes() == warm  # compiled uncached
     finally:
         comp.close()
+
+
+def test_a_token_dispatch_survives_the_round_trip_once_the_parsers_wrapper_is_folded(qwen_vocab):
+    """xgrammar's parser moves a TokenTagDispatch out of the rule it was written in (``r ::= ((r_1))``): a strict
+    ``auto`` tool constraint's text then reads back as another serialized grammar with the same language. Its rules
+    match once that wrapper is folded back, so it goes through xgrammar's cache, as does an empty literal the parser
+    drops beside other elements of a sequence; a choice of an empty literal keeps it."""
+    from thinkgate.structured_output.compilation._compile_worker import drop_empty_in_sequences, fold_dispatch_wrappers
+    from thinkgate.structured_output.compilation.rule_sharing import read_rules
+
+    strict = [{**t, "function": {**t["function"], "strict": True}} for t in BASE_TOOLS[:2]]
+    c = build_tool_constraint(strict, "auto", format="qwen3_6")
+    grammar, _ = GrammarBuilder(qwen_vocab).build(c)
+    text = str(grammar)
+    back = xgr.Grammar.from_ebnf(text)
+    assert back.serialize_json() != grammar.serialize_json()  # the wrapper
+    names, bodies = read_rules(text)
+    assert len(read_rules(str(back))[0]) == len(names) + 1
+    assert fold_dispatch_wrappers(str(back), frozenset(names)) == (names, bodies)
+    assert cache_safe(c.kind, grammar)
+    dispatch = {"type": "token_triggered_tags", "trigger_tokens": ["<tool_call>"], "tags": [
+        {"type": "tag", "begin": {"type": "token", "token": "<tool_call>"},
+         "content": {"type": "const_string", "value": "x"}, "end": {"type": "token", "token": "</tool_call>"}}]}
+    assert cache_safe("structural_tag", GrammarBuilder(qwen_vocab).build(Constraint.structural_tag(dispatch))[0])
+    dropped = {"type": "sequence", "elements": [
+        {"type": "tag", "begin": "", "content": {"type": "const_string", "value": "b"}, "end": ""}, dispatch]}
+    assert cache_safe("structural_tag", GrammarBuilder(qwen_vocab).build(Constraint.structural_tag(dropped))[0])
+    assert drop_empty_in_sequences('(("" a "b"))') == '((a "b"))'
+    assert drop_empty_in_sequences('((a "" "b"))') == drop_empty_in_sequences('((a "b" ""))') == '((a "b"))'
+    for kept in ('(("" | "a"))', '(("a" | ""))', '((""))', '((a "" | b))', '(("\\"" b))'):
+        assert drop_empty_in_sequences(kept) == kept
 
 
 def test_tool_sets_that_share_tools_share_the_cached_rules(qwen_vocab):
@@ -236,30 +271,41 @@ def test_sequential_compiles_run_on_the_worker_that_finished_last(qwen_vocab):
         comp.close()
 
 
-@pytest.mark.parametrize("tag", [
-    {"type": "tag", "begin": "", "content": {"type": "any_text"}, "end": "x"},
-    {"type": "sequence", "elements": [{"type": "const_string", "value": "a"},
-                                      {"type": "tag", "begin": "", "content": {"type": "const_string", "value": "b"},
-                                       "end": ""}]},
-])
-def test_a_text_that_compiles_but_does_not_round_trip_is_replaced_by_the_grammar_as_built(qwen_vocab, tag):
+def test_a_text_that_does_not_round_trip_is_replaced_by_the_grammar_as_built(qwen_vocab, monkeypatch):
     """The worker compiles a structural tag's text before it checks the round trip, and the parent decodes that
-    reply meanwhile; where the check fails (an empty begin prints as "", which the parser drops), the worker's
-    next reply (the grammar as built, uncached) is the one the compile returns."""
-    c = Constraint.structural_tag(tag)
-    grammar, _ = GrammarBuilder(qwen_vocab).build(c)
-    assert not cache_safe(c.kind, grammar)
-    xgr.Grammar.from_ebnf(str(grammar))  # the text parses (and compiles): only the check tells
+    reply meanwhile; where the check fails, the worker's next reply (the grammar as built, uncached) is the one the
+    compile returns. No structural tag thinkgate builds fails the check today, so each side is driven alone: the
+    worker's steps with the check made to fail, and the parent given that reply in place of ``("verified",)``."""
+    from thinkgate.structured_output.compilation import _compile_worker
+    from thinkgate.structured_output.compilation.xgrammar_adapter import build_tokenizer_info
+
+    c = Constraint.structural_tag({"type": "tag", "begin": "", "content": {"type": "any_text"}, "end": "x"})
+    builder = GrammarBuilder(qwen_vocab)
+    info = build_tokenizer_info(qwen_vocab)
+    plain = xgr.GrammarCompiler(info, max_threads=1, cache_enabled=False)
+    cached = xgr.GrammarCompiler(info, max_threads=1, cache_enabled=True)
+    settings = {"ship_compiled_max_bytes": 0, "recompile_max_s": 30.0}
+    assert [r[0] for r in _compile_worker.compile_steps(builder, plain, c, settings, cached)] == ["unverified",
+                                                                                                 "verified"]
+    monkeypatch.setattr(_compile_worker, "round_trips", lambda text, grammar: False)
+    steps = list(_compile_worker.compile_steps(builder, plain, c, settings, cached))
+    assert [r[0] for r in steps] == ["unverified", "grammar"] and steps[1][4] is False  # compiled uncached
+    monkeypatch.undo()
+    replacement = steps[1]
     comp = Compiler(qwen_vocab, num_threads=1)
     try:
+        pool = comp._pool
+        receive = pool._receive
+        pool._receive = lambda proc, job: (lambda m: replacement if m[0] == "verified" else m)(receive(proc, job))
         forms: list[str] = []
         _record_forms(comp, forms)
         got = comp.compile(c, timeout=120)
         assert forms == ["text", "grammar"]
-        plain = xgr.GrammarCompiler(comp.tokenizer_info, max_threads=1, cache_enabled=False).compile_grammar(grammar)
+        grammar, _ = builder.build(c)
         for seed in random.Random().sample(range(1 << 30), 2):
-            _walk_equal(got.grammar, plain, qwen_vocab, comp.num_words, seed, steps=40)
+            _walk_equal(got.grammar, plain.compile_grammar(grammar), qwen_vocab, comp.num_words, seed, steps=40)
         # and a tool constraint's text is verified: one reply decoded
+        pool._receive = receive
         forms.clear()
         comp.compile(build_tool_constraint(BASE_TOOLS[:2], "required", format="hermes"), timeout=120)
         assert forms == ["text"]

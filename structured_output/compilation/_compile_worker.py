@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import os
 import pickle
+import re
 import signal
 import socket
 import struct
@@ -181,18 +182,79 @@ def _warm_one(cached: Any, builder: Any, constraint: Any) -> None:
 
 
 def round_trips(text: str, grammar: Any) -> bool:
-    """Whether ``text`` (``str(grammar)``) parses back to ``grammar`` exactly: the same serialized grammar.
+    """Whether ``text`` (``str(grammar)``) parses back to ``grammar``: the same serialized grammar, or the same rules
+    once the wrappers xgrammar's parser adds around a token dispatch are folded back (:func:`fold_dispatch_wrappers`)
+    and the empty literals it drops beside other elements of a sequence are dropped (:func:`drop_empty_in_sequences`).
 
-    xgrammar 0.2.9's cached compile goes through the grammar's EBNF text, so it compiles the grammar that
-    text parses back to. Some structural tags do not survive it (an ``any_tokens`` with no exclusions prints
-    ``ExcludeToken()``, which does not parse; an empty literal prints ``""``, which the parser drops), and
-    these compile uncached. Content-dependent (a few tens of ms at 100 tools), so it runs in the worker."""
+    xgrammar 0.2.9's cached compile goes through the grammar's EBNF text, so it compiles the grammar that text
+    parses back to. A grammar that does not survive it (an ``any_tokens`` with no exclusions prints
+    ``ExcludeToken()``, which does not parse) compiles uncached. Content-dependent (a few tens of ms at 100 tools), so it runs in the worker."""
     import xgrammar as xgr
 
+    from .rule_sharing import read_rules
+
     try:
-        return xgr.Grammar.from_ebnf(text).serialize_json() == grammar.serialize_json()
+        back = xgr.Grammar.from_ebnf(text)
+        if back.serialize_json() == grammar.serialize_json():
+            return True
+        names, bodies = read_rules(text)
+        return fold_dispatch_wrappers(str(back), frozenset(names)) == (names, [drop_empty_in_sequences(b)
+                                                                              for b in bodies])
     except Exception:  # noqa: BLE001 - does not parse back
         return False
+
+
+_WRAPPER = re.compile(r"\(\(([A-Za-z_][A-Za-z0-9_]*)\)\)")
+
+
+def drop_empty_in_sequences(body: str) -> str:
+    """``body`` (a printed rule body) without the empty literals (``""``) that stand beside another element of a
+    sequence (``"" x``, ``x "" y``, ``x ""``), with the space that separated them: xgrammar's parser drops these,
+    and a sequence reads the same without them. An empty literal that is a choice's alternative (``"" | x``) or a
+    sequence's only element stays: dropping it would change the language."""
+    from .rule_sharing import lex
+
+    pieces = lex(body)
+    out: list[str] = []
+    for i, piece in enumerate(pieces):
+        if piece == '""':
+            before = out[-1] if out else ""
+            after = pieces[i + 1] if i + 1 < len(pieces) else ""
+            in_sequence_before = before.endswith(" ") and not before.endswith("| ")
+            if (before.endswith("(") or in_sequence_before) and after.startswith(" ") and not after.startswith(" |"):
+                pieces[i + 1] = after[1:]  # "" x, x "" y: the element and the space after it
+                continue
+            if in_sequence_before and after.startswith(")"):
+                out[-1] = before[:-1]  # x "": the space before it and the element
+                continue
+        out.append(piece)
+    return "".join(out)
+
+
+def fold_dispatch_wrappers(printed: str, names: frozenset[str]) -> tuple[list[str], list[str]]:
+    """The rules of ``printed`` (a grammar xgrammar's parser read from a text whose rules are ``names``), with each
+    rule the parser added for a ``TokenTagDispatch`` folded back into the rule that referred to it.
+
+    xgrammar's parser never keeps a ``TokenTagDispatch`` as the body of the rule it was written in: it moves it
+    to a new rule and leaves a reference in its place (``r ::= ((r_1))``, ``r_1 ::= TokenTagDispatch(...)``;
+    every strict ``auto`` tool constraint whose trigger is a control token has one). The two rules derive the
+    language of the one. Only a rule not among ``names`` whose body is a ``TokenTagDispatch``, referred to as
+    a whole rule body, folds; anything else the parser changed stays and makes the rules differ."""
+    from .rule_sharing import read_rules
+
+    got_names, bodies = read_rules(printed)
+    where = {name: i for i, name in enumerate(got_names)}
+    folded: set[int] = set()
+    for i, body in enumerate(bodies):
+        m = _WRAPPER.fullmatch(body)
+        if m is None or m.group(1) in names or m.group(1) not in where:
+            continue
+        j = where[m.group(1)]
+        if j not in folded and bodies[j].startswith("TokenTagDispatch("):
+            bodies[i] = bodies[j]
+            folded.add(j)
+    keep = [i for i in range(len(got_names)) if i not in folded]
+    return [got_names[i] for i in keep], [bodies[i] for i in keep]
 
 
 def cache_safe(kind: str, grammar: Any) -> bool:

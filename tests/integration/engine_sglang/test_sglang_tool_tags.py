@@ -22,6 +22,7 @@ from sglang.srt.constrained.base_grammar_backend import GrammarRow
 from sglang_driver import accept, allowed, create_grammar, is_invalid
 
 from thinkgate.engines.sglang.backend import ThinkgateGrammar
+from thinkgate.structured_output.compilation._compile_worker import cache_safe
 from thinkgate.structured_output import Constraint
 
 V4 = "<｜User｜>Weather?<｜Assistant｜>"
@@ -110,6 +111,11 @@ def test_sglangs_tool_tags_ask_for_control_tokens_and_only_narrow_xgrammars_text
             continue
         seen += 1
         compiled = b.compiler.compile(b.constraint(key))
+        # through xgrammar's cache: its text reads back as the same grammar (_compile_worker.round_trips), for
+        # required and for strict auto (a token dispatch that xgrammar's parser moves into a rule of its own)
+        for k in (key, _tag_key(parser, "auto")):
+            if k is not None and (vocab, parser) not in NO_TOKEN_FORM:
+                assert cache_safe("structural_tag", b.compiler.validate(b.constraint(k))[0]), (parser, k[1][:80])
         # (a legacy tag as xgrammar's from_legacy_structural_tag reads it: test_compiler checks ours is the same)
         theirs_grammar = view.compile_structural_tag(Constraint.structural_tag(key[1]).spec)
         for seed in range(3):
