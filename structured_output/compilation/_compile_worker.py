@@ -188,7 +188,8 @@ def round_trips(text: str, grammar: Any) -> bool:
 
     xgrammar 0.2.9's cached compile goes through the grammar's EBNF text, so it compiles the grammar that text
     parses back to. A grammar that does not survive it (an ``any_tokens`` with no exclusions prints
-    ``ExcludeToken()``, which does not parse) compiles uncached. Content-dependent (a few tens of ms at 100 tools), so it runs in the worker."""
+    ``ExcludeToken()``, which does not parse) compiles uncached. Content-dependent (a few tens of ms at 100
+    tools), so it runs in the worker."""
     import xgrammar as xgr
 
     from .rule_sharing import read_rules
