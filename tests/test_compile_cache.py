@@ -290,8 +290,11 @@ def test_a_text_that_does_not_round_trip_is_replaced_by_the_grammar_as_built(qwe
     monkeypatch.setattr(_compile_worker, "round_trips", lambda text, grammar: False)
     steps = list(_compile_worker.compile_steps(builder, plain, c, settings, cached))
     assert [r[0] for r in steps] == ["unverified", "grammar"] and steps[1][4] is False  # compiled uncached
+    # the parent's side: a replacement that is another grammar, so that the rows show which reply was kept
+    other = Constraint.structural_tag({"type": "const_string", "value": "zebra"})
+    replacement = list(_compile_worker.compile_steps(builder, plain, other, settings, cached))[1]
+    assert replacement[0] == "grammar"
     monkeypatch.undo()
-    replacement = steps[1]
     comp = Compiler(qwen_vocab, num_threads=1)
     try:
         pool = comp._pool
@@ -301,7 +304,7 @@ def test_a_text_that_does_not_round_trip_is_replaced_by_the_grammar_as_built(qwe
         _record_forms(comp, forms)
         got = comp.compile(c, timeout=120)
         assert forms == ["text", "grammar"]
-        grammar, _ = builder.build(c)
+        grammar, _ = builder.build(other)
         for seed in random.Random().sample(range(1 << 30), 2):
             _walk_equal(got.grammar, plain.compile_grammar(grammar), qwen_vocab, comp.num_words, seed, steps=40)
         # and a tool constraint's text is verified: one reply decoded
