@@ -21,6 +21,7 @@ from thinkgate.testing.vocabularies import format_vocabulary
 
 CORPUS = json.loads((Path(__file__).parent / "data" / "tools" / "corpus.json").read_text(encoding="utf-8"))
 BASE_TOOLS = [e["tool"] for e in CORPUS["tools"] if "shapes" not in e]
+STRICT_TOOLS = [{**t, "function": {**t["function"], "strict": True}} for t in BASE_TOOLS]  # auto constrains these
 
 
 def _row(matcher: xgr.GrammarMatcher, words: int) -> torch.Tensor:
@@ -93,8 +94,7 @@ def test_tool_masks_through_the_cache_equal_an_uncached_compile(fmt, choice):
     vocab = format_vocabulary(fmt)
     comp = Compiler(vocab, num_threads=1, ship_compiled_max_bytes=0)  # the parent's cached recompile path
     try:
-        tools = [{**t, "function": {**t["function"], "strict": True}} for t in BASE_TOOLS[:4]]
-        c = build_tool_constraint(tools, choice, format=fmt,
+        c = build_tool_constraint(STRICT_TOOLS[:4], choice, format=fmt,
                                   **({"vocabulary": vocab} if fmt == "gemma4" else {}))
         ours = comp.compile(c, timeout=120).grammar
         grammar, _ = GrammarBuilder(vocab).build(c)
@@ -154,8 +154,7 @@ def test_a_token_dispatch_survives_the_round_trip_once_the_parsers_wrapper_is_fo
     from thinkgate.structured_output.compilation._compile_worker import drop_empty_in_sequences, fold_dispatch_wrappers
     from thinkgate.structured_output.compilation.rule_sharing import read_rules
 
-    strict = [{**t, "function": {**t["function"], "strict": True}} for t in BASE_TOOLS[:2]]
-    c = build_tool_constraint(strict, "auto", format="qwen3_6")
+    c = build_tool_constraint(STRICT_TOOLS[:2], "auto", format="qwen3_6")
     grammar, _ = GrammarBuilder(qwen_vocab).build(c)
     text = str(grammar)
     back = xgr.Grammar.from_ebnf(text)
