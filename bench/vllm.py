@@ -14,6 +14,16 @@ benchmark), half of them indented, then the stop token. All requests start toget
 steps are thinking and the rest are constrained. With ``k`` drafts, each step schedules the next ``k``
 scripted tokens as drafts and commits ``k + 1`` (every draft is right).
 
+``--workload tools``: the same requests as ``tool_choice="required"`` over one tool set (a tool per schema,
+then tools of ``tests/data/tools/corpus.json`` up to ``--tools``), each output one call of its schema's tool
+with the document as its arguments, written as ``--tool-format``'s chat template writes it (default
+``deepseek_v31``: DeepSeek's call tokens, which the DeepSeek V4 vocabulary has; the DSML formats reach a dead
+state under vLLM's xgrammar 0.2.8, see docs/engines.md). Both managers get the structural tag that
+thinkgate's vLLM tool parser puts into ``structured_outputs`` for such a request (``build_tool_constraint``
+with the schema's key order): thinkgate compiles it with its own compiler, vLLM with its xgrammar backend
+(the markers as token ids). vLLM's own parsers would constrain ``required`` with a JSON list of calls instead;
+the tag is what a vLLM user of thinkgate's parser runs, and the same grammar on both sides.
+
 Per step: ``fill`` is ``grammar_bitmask``; ``accept`` is ``accept_tokens`` for every request
 (vLLM's also runs ``trim_spec_tokens`` for the next drafts in its scheduler's update; that is reported
 apart as ``vllm_trim_us`` and left out of the fill and accept ratios; ``step_all_x`` in the JSON rows is
@@ -178,11 +188,54 @@ THINKING = ("Okay, the user wants this as JSON. Let me check the schema: which f
             "short, then write the object in the order the schema lists its properties.")
 
 
-def build_requests(vocab: Any, batch: int, min_json_tokens: int, seed: int) -> list[dict[str, Any]]:
-    """``batch`` scripted requests: prompt ids and output ids (thinking, ``</think>``, JSON, stop token)."""
+TOOL_NAMES = {kind: f"record_{kind}" for kind in SCHEMAS}
+"""The tools workload's own tools: one per schema, its document the call's arguments."""
+
+
+def workload_tools(n_tools: int) -> list[dict[str, Any]]:
+    """The tool set of every request of the tools workload: a tool per schema, then corpus tools
+    (``tests/data/tools/corpus.json``, as ``python -m bench tools`` uses) up to ``n_tools``."""
+    from bench.tools import corpus_tools
+
+    own = [{"type": "function", "function": {"name": TOOL_NAMES[k], "description": f"Record the {k} data.",
+                                             "parameters": s}} for k, s in SCHEMAS.items()]
+    return own + corpus_tools(max(0, n_tools - len(own)))
+
+
+def tool_tags(vocab: Any, tools: list[dict[str, Any]], fmt: str) -> tuple[str, str]:
+    """The ``tool_choice="required"`` constraint of ``tools`` in format ``fmt``, as thinkgate's vLLM tool
+    parser puts it into vLLM's ``structured_outputs`` (``thinkgate/engines/vllm/tool_parsers.py``:
+    ``build_tool_constraint`` with the schema's key order, its marker tokens resolved to ids): the
+    structural tag thinkgate compiles, and the one vLLM's own xgrammar backend compiles."""
+    from thinkgate.structured_output.compilation.xgrammar_adapter import GrammarBuilder
+    from thinkgate.structured_output.tools import build_tool_constraint
+
+    c = build_tool_constraint(tools, "required", format=fmt, vocabulary=vocab, key_order="schema")
+    if c is None or c.kind != "structural_tag":
+        raise ValueError(f"format {fmt!r} builds no structural tag for tool_choice='required'")
+    tag, _ = GrammarBuilder(vocab).resolve_structural_tag(json.loads(c.spec))
+    return c.spec, json.dumps(tag, ensure_ascii=False)
+
+
+def build_requests(vocab: Any, batch: int, min_json_tokens: int, seed: int, *, tool_format: str | None = None,
+                   n_tools: int = 10) -> list[dict[str, Any]]:
+    """``batch`` scripted requests: prompt ids and output ids (thinking, ``</think>``, JSON, stop token).
+
+    With ``tool_format`` (the tools workload), each request is ``tool_choice="required"`` over
+    :func:`workload_tools` and its output, after ``</think>``, is one call of its schema's tool with the
+    document as arguments, written as the format's chat template writes it (``tests/template_render.py``);
+    the request carries the two structural tags of :func:`tool_tags` (``tag`` for thinkgate,
+    ``vllm_tag`` for vLLM) instead of ``schema``."""
     import jsonschema
 
     rng = random.Random(seed)
+    tags: tuple[str, str] | None = None
+    render = None
+    if tool_format is not None:
+        from bench.tools import _template_render
+
+        tags = tool_tags(vocab, workload_tools(n_tools), tool_format)
+        render = _template_render().render
     think_ids = vocab.encode(THINKING)
     end = vocab.token_id("</think>")
     stop = vocab.token_id("<｜end▁of▁sentence｜>")
@@ -196,14 +249,20 @@ def build_requests(vocab: Any, batch: int, min_json_tokens: int, seed: int) -> l
         n, indent = 1, 2 if i % 2 else None
         while True:
             doc = _document(kind, rng, n)
-            doc_ids = vocab.encode(json.dumps(doc, indent=indent, ensure_ascii=False))
+            text = (render(tool_format, [(TOOL_NAMES[kind], doc)]) if render is not None
+                    else json.dumps(doc, indent=indent, ensure_ascii=False))
+            doc_ids = vocab.encode(text)
             if len(doc_ids) >= min_json_tokens:
                 break
             n += 1
         jsonschema.validate(doc, SCHEMAS[kind])
         stream = [*think_ids[start:start + n_think], end, *doc_ids, stop]
-        out.append({"id": f"r{i}", "schema": SCHEMAS[kind], "prompt": prompt, "stream": stream,
-                    "think_end": n_think})
+        req: dict[str, Any] = {"id": f"r{i}", "prompt": prompt, "stream": stream, "think_end": n_think}
+        if tags is None:
+            req["schema"] = SCHEMAS[kind]
+        else:
+            req["tag"], req["vllm_tag"] = tags
+        out.append(req)
     return out
 
 
@@ -319,6 +378,16 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "leaves out the time spent waiting for a core on a loaded machine)")
     p.add_argument("--max-whitespace", type=_whitespace, default="default",
                    help="thinkgate's JSON whitespace bound per gap: 'default' (the library's), 'none', or N")
+    p.add_argument("--workload", choices=["json", "tools"], default="json",
+                   help="json: a JSON schema per request (default); tools: tool_choice='required' over a tool set, "
+                        "the call written in --tool-format's syntax, both engines on the structural tag thinkgate's "
+                        "vLLM tool parser builds")
+    p.add_argument("--tool-format", default="deepseek_v31",
+                   help="the tools workload's call format, one with a DeepSeek V4 vocabulary form and a renderer in "
+                        "tests/template_render.py (default: deepseek_v31)")
+    p.add_argument("--tools", type=_at_least(len(SCHEMAS)), default=10,
+                   help=f"the tools workload's tool count: one per schema, then corpus tools (default: 10, "
+                        f"at least {len(SCHEMAS)})")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--vllm-python", default=None,
                    help=f"a Python with vLLM 0.34 (default: $THINKGATE_VLLM_PYTHON, else {DEFAULT_VLLM_PYTHON})")
@@ -364,6 +433,17 @@ def _ratio(a: float, b: float) -> float:
 def main(args: argparse.Namespace) -> int:
     from bench.harness import print_table, progress, write_rows
 
+    from thinkgate.reasoning import load_vocabulary
+
+    ws = args.max_whitespace
+    tool_format = args.tool_format if args.workload == "tools" else None
+    vocab = load_vocabulary("deepseek_v4")
+    if tool_format is not None:
+        try:  # a format without a tag or a renderer, or tools it cannot write: a usage error
+            build_requests(vocab, 1, 1, args.seed, tool_format=tool_format, n_tools=args.tools)
+        except ValueError as e:
+            sys.stderr.write(f"--tool-format {tool_format}: {e}\n")
+            return 2
     python = vllm_python(args.vllm_python)
     version = vllm_version(python)
     if version is None:
@@ -371,11 +451,6 @@ def main(args: argparse.Namespace) -> int:
         return 2
     if not version.startswith("0.34."):
         progress(f"warning: vLLM {version} at {python}; this benchmark drives vLLM 0.34's internals")
-    ws = args.max_whitespace
-
-    from thinkgate.reasoning import load_vocabulary
-
-    vocab = load_vocabulary("deepseek_v4")
     progress(f"starting the workers (vLLM {version} at {python}; thinkgate at {args.thinkgate_python or sys.executable})")
     workers: dict[str, Worker] = {}
     rows: list[dict[str, Any]] = []
@@ -397,7 +472,8 @@ def main(args: argparse.Namespace) -> int:
                 for rep in range(args.repeats):
                     # the JSON must outlast the steps (every step commits k + 1 tokens; at most 34 think)
                     reqs = build_requests(vocab, batch, args.steps * per - 25 + 1,
-                                          args.seed + 1000 * batch + 100 * k + rep)
+                                          args.seed + 1000 * batch + 100 * k + rep, tool_format=tool_format,
+                                          n_tools=args.tools)
                     think_end = max(r["think_end"] for r in reqs)
                     # step s predicts stream[s*per + j] for j < per: content when past that request's
                     # </think> (thinkgate returns only those rows; vLLM every row, all ones while thinking)
@@ -459,7 +535,9 @@ def main(args: argparse.Namespace) -> int:
                                   + row["vllm_draft_rejects"])
                 row.update({"vocab": "deepseek_v4", "parser": "deepseek_r1", "vllm": version, "clock": args.clock,
                             "max_whitespace": args.max_whitespace, "versions": versions,
-                            "load": os.getloadavg()[0], "schemas": list(SCHEMAS)})
+                            "load": os.getloadavg()[0], "schemas": list(SCHEMAS), "workload": args.workload})
+                if tool_format is not None:
+                    row.update({"tool_format": tool_format, "tools": args.tools})
                 rows.append(row)
                 progress(f"batch {batch:>4} drafts {k}: fill {row['tg_fill_all_us']:.0f} / {row['vllm_fill_all_us']:.0f} us "
                          f"(x{row['fill_all_x']:.2f}; constrained x{row['fill_con_x']:.2f}), accept "

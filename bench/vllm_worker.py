@@ -21,7 +21,9 @@ first answers ``{"ok": true, "engine", "versions"}`` once its per-model objects 
 
 - ``{"op": "setup", "batch", "drafts", "requests": [{"id", "schema", "prompt", "stream"}], "warmup",
   "max_whitespace"}``: a fresh manager for ``batch`` requests with ``drafts`` speculative tokens, the
-  requests added and compiled, then ``warmup`` untimed ``grammar_bitmask`` calls for step 0 (they
+  requests added and compiled (a request of the tools workload has ``tag`` and ``vllm_tag``, the
+  structural tags of its ``tool_choice="required"`` constraint, instead of ``schema``: thinkgate
+  compiles ``tag``, vLLM ``vllm_tag``), then ``warmup`` untimed ``grammar_bitmask`` calls for step 0 (they
   change no committed state in either manager: drafts are rolled back); ``clock`` (``wall``, the
   default, or ``cpu``) says how the steps are timed;
 - ``{"op": "run", "start", "count"}``: steps ``start .. start+count-1``; step ``s`` schedules every
@@ -123,7 +125,9 @@ class ThinkgateSide(_Side):
                                            compile_timeout_s=300.0)
         self.ids, self.streams = [], []
         for r in msg["requests"]:
-            self.mgr.add_request(r["id"], Constraint.json_schema(r["schema"], max_whitespace=ws), r["prompt"])
+            c = (Constraint.structural_tag(json.loads(r["tag"])) if "tag" in r
+                 else Constraint.json_schema(r["schema"], max_whitespace=ws))
+            self.mgr.add_request(r["id"], c, r["prompt"])
             self.ids.append(r["id"])
             self.streams.append(r["stream"])
         deadline = time.monotonic() + 300
@@ -133,7 +137,7 @@ class ThinkgateSide(_Side):
                     raise TimeoutError(f"{rid} did not compile: {self.mgr.status(rid)} {self.mgr.error(rid)}")
                 time.sleep(0.002)
             if self.mgr.error(rid) is not None:
-                raise RuntimeError(f"thinkgate could not compile {rid}'s schema: {self.mgr.error(rid)}")
+                raise RuntimeError(f"thinkgate could not compile {rid}'s constraint: {self.mgr.error(rid)}")
         sched = self._schedule(0)
         for _ in range(int(msg.get("warmup", 0))):
             self.mgr.grammar_bitmask(sched)
@@ -229,8 +233,9 @@ class VllmSide(_Side):
             self.backend.num_speculative_tokens = k  # what the backend reads from speculative_config
         self.ids, self.streams, self.reqs, self.requests = [], [], [], {}
         for r in msg["requests"]:
-            sp = SamplingParams(max_tokens=len(r["stream"]) + 1,
-                                structured_outputs=StructuredOutputsParams(json=r["schema"]))
+            so = (StructuredOutputsParams(structural_tag=r["vllm_tag"]) if "vllm_tag" in r
+                  else StructuredOutputsParams(json=r["schema"]))
+            sp = SamplingParams(max_tokens=len(r["stream"]) + 1, structured_outputs=so)
             sp.update_from_generation_config({}, self.tok.eos_token_id)
             sp.structured_outputs._backend = "xgrammar"  # what the front end's validation resolves "auto" to
             req = Request(r["id"], r["prompt"], sp, None)
