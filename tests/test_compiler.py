@@ -76,7 +76,8 @@ def test_token_formats_name_control_tokens(qwen_vocab, qwen_compiler):
                                                 "required": ["q"]}},
         {"type": "token", "token": etc}]}}
     c = qwen_compiler.compile(Constraint.structural_tag(tag))
-    assert c.may_allow_all  # token-level formats: a row could allow everything
+    # it names two control tokens; the others (and text) never reach a row: no row allows every id
+    assert not c.may_allow_all
     m = xgr.GrammarMatcher(c.grammar)
     for t in v.encode("Calling: "):
         assert m.accept_token(t)
@@ -239,6 +240,62 @@ def test_rows_that_allow_everything_cost_nothing():
         assert mgr.accept_tokens("some", v.encode("<think>")).status == "error"
     finally:
         comp.close()
+
+
+def test_a_tag_that_names_tokens_allows_every_id_only_when_it_names_every_control_token():
+    """A token-level tag whose formats only name tokens (``token``) reaches a control token only where it names
+    it: where some non-stop control token is never named, no row allows every id and its requests take the
+    plain fill. Naming them all, or a format that allows tokens by exclusion, keeps the check (the manager
+    then drops the row that allows everything)."""
+    v = byte_level_vocabulary(["<|end|>", "<a>", "<b>"], stop_tokens=["<|end|>"])
+    assert v.logits_width == v.vocab_size
+    both = {"type": "or", "elements": [{"type": "token", "token": "<a>"}, {"type": "token", "token": "<b>"},
+                                       {"type": "any_text"}]}
+    one = {"type": "or", "elements": [{"type": "token", "token": "<a>"}, {"type": "any_text"}]}
+    excluding = {"type": "or", "elements": [{"type": "any_tokens", "exclude_tokens": ["<b>"]}, {"type": "any_text"}]}
+    comp = Compiler(v, num_threads=1)
+    try:
+        flags = {name: comp.compile(Constraint.structural_tag(f)) for name, f in
+                 (("both", both), ("one", one), ("excluding", excluding))}
+        assert (flags["both"].may_allow_all, flags["one"].may_allow_all, flags["excluding"].may_allow_all) == (
+            True, False, True)
+        words = (v.logits_width + 31) // 32
+        full = np.full(words, -1, dtype=np.int32)
+        full[-1] = (1 << (v.logits_width - 32 * (words - 1))) - 1 if v.logits_width % 32 else -1
+        def allows_all(c) -> bool:
+            return bool(np.array_equal(c.initial_mask & full, full))
+        assert allows_all(flags["both"])  # the flag was needed: this first row allows every id
+        assert not allows_all(flags["one"])
+        mgr = StructuredOutputManager(v, None, compiler=comp)
+        mgr.add_request("both", Constraint.structural_tag(both))
+        mgr.add_request("one", Constraint.structural_tag(one))
+        while not all(mgr.is_ready(r) for r in ("both", "one")):
+            time.sleep(0.002)
+        batch = mgr.grammar_bitmask(["both", "one"])
+        assert batch is not None and batch.request_ids == ["one"]  # the row that masks nothing is dropped
+        b = v.token_id("<b>")
+        assert not (int(batch.bitmask[0, b >> 5]) >> (b & 31)) & 1
+    finally:
+        comp.close()
+
+
+def test_tool_constraints_that_only_name_tokens_take_the_plain_fill(qwen_vocab, qwen_compiler, deepseek_vocab):
+    """The registered formats' tool constraints name their markers as tokens; on Qwen3.6 and DeepSeek V4 they
+    leave other control tokens unnamed, so no row can allow every id (and the first row indeed does not)."""
+    from thinkgate.structured_output.tools import build_tool_constraint
+
+    tool = {"type": "function", "function": {"name": "get_weather", "parameters": {
+        "type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}
+    for fmt, vocab in (("hermes", qwen_vocab), ("qwen3_6", qwen_vocab), ("deepseek_v31", deepseek_vocab)):
+        c = build_tool_constraint([tool], "required", format=fmt, vocabulary=vocab)
+        comp = qwen_compiler if vocab is qwen_vocab else Compiler(vocab, num_threads=1)
+        try:
+            compiled = comp.compile(c)
+        finally:
+            if comp is not qwen_compiler:
+                comp.close()
+        assert not compiled.may_allow_all, fmt
+        assert len(_allowed(xgr.GrammarMatcher(compiled.grammar), vocab.logits_width)) < vocab.logits_width
 
 
 @pytest.mark.parametrize("constraint", [

@@ -17,13 +17,14 @@ Wire format: length-prefixed pickles (``send_obj`` / ``recv_obj``) on AF_UNIX st
   started only then). A worker forked with ``("fork", False)`` (for a job that is waiting) skips the warm-up.
 - parent -> worker: ``constraint``; worker -> parent: ``("invalid", message)`` (the constraint is
   invalid: a ``ValueError`` for the caller), ``("error", message)`` (xgrammar failed), or
-  ``(form, payload, token_level, compile_s, cached)`` where ``form`` is ``"compiled"`` (``payload`` is
+  ``(form, payload, reach, compile_s, cached)`` where ``form`` is ``"compiled"`` (``payload`` is
   ``CompiledGrammar.serialize_json()``), ``"text"`` (``payload`` is the EBNF text the worker compiled, of a
   grammar whose compiled form is large but proved quick to compile: the parent compiles it again, which
   costs less than serializing and parsing megabytes of token masks) or ``"grammar"`` (the same for a
   grammar that does not survive its text round trip: ``payload`` is ``Grammar.serialize_json()``), and
   ``cached`` says whether the grammar went through xgrammar's cached compile (the parent's recompile
-  follows it). A structural tag's reply comes first as ``("unverified", reply)``, compiled from its text
+  follows it); ``reach`` is None for a grammar without token-level formats, else whether a row could allow
+  every id as far as those formats go (``GrammarBuilder.may_allow_every_id``). A structural tag's reply comes first as ``("unverified", reply)``, compiled from its text
   before the worker checks that the text :func:`round_trips`; the parent decodes it meanwhile and waits for
   ``("verified",)`` or for the reply that replaces it (:func:`compile_steps`).
 """
@@ -280,7 +281,8 @@ def compile_steps(builder: Any, compiler: Any, constraint: Any, settings: dict[s
     from .xgrammar_adapter import xgrammar_message
 
     try:
-        grammar, token_level = builder.build(constraint)
+        grammar, token_level, reach = builder.build_with_reach(constraint)
+        reach = reach if token_level else None
     except ValueError as e:
         yield ("invalid", str(e))
         return
@@ -299,9 +301,9 @@ def compile_steps(builder: Any, compiler: Any, constraint: Any, settings: dict[s
             if (compiled.memory_size_bytes > settings["ship_compiled_max_bytes"]
                     and compile_s <= settings["recompile_max_s"]):
                 if text is not None:
-                    return ("text", text, token_level, compile_s, use_cache)
-                return ("grammar", grammar.serialize_json(), token_level, compile_s, use_cache)
-            return ("compiled", compiled.serialize_json(), token_level, compile_s, use_cache)
+                    return ("text", text, reach, compile_s, use_cache)
+                return ("grammar", grammar.serialize_json(), reach, compile_s, use_cache)
+            return ("compiled", compiled.serialize_json(), reach, compile_s, use_cache)
         except Exception as e:  # noqa: BLE001
             return ("error", xgrammar_message(e))
 

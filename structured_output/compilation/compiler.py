@@ -199,7 +199,7 @@ class _Decoder:
             raise ValueError(reply[1])
         if form == "error":
             raise RuntimeError(reply[1])
-        _, payload, token_level, _, cache_safe = reply
+        _, payload, reach, _, cache_safe = reply
         if form == "compiled":
             compiled = xgr.CompiledGrammar.deserialize_json(payload, self.tokenizer_info)
         else:  # "text" / "grammar": proved valid and quick to compile in the worker (see the module docstring)
@@ -211,7 +211,8 @@ class _Decoder:
         (xgr.GrammarMatcher(compiled) if bound is None else BoundedMatcher(compiled, bound)
          ).fill_next_token_bitmask(mask, 0)
         return CompiledConstraint(constraint, compiled, mask[0].numpy().copy(),
-                                  token_level or self.text_may_allow_all, time.monotonic() - started, bound)
+                                  self.text_may_allow_all if reach is None else reach, time.monotonic() - started,
+                                  bound)
 
 
 class Compiler:

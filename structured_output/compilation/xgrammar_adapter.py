@@ -140,6 +140,21 @@ _TOKEN_FIELDS: dict[str, tuple[str, ...]] = {
 }
 
 
+_BY_EXCLUSION = frozenset({"exclude_token", "any_tokens", "token_triggered_tags", "token_dispatch"})
+"""Token-level formats that allow tokens by exclusion (every token but those listed)."""
+
+
+class _TokenFormats:
+    """What a structural tag's token-level formats allow (gathered by ``GrammarBuilder._resolve``)."""
+
+    __slots__ = ("token_level", "by_exclusion", "named")
+
+    def __init__(self) -> None:
+        self.token_level = False
+        self.by_exclusion = False
+        self.named: set[Any] = set()
+
+
 class GrammarBuilder:
     """Turns constraints into xgrammar grammars for one vocabulary (see the module docstring).
     Stateless after construction; thread-safe."""
@@ -152,6 +167,19 @@ class GrammarBuilder:
     def build(self, constraint: Constraint) -> tuple[xgr.Grammar, bool]:
         """The xgrammar ``Grammar`` of ``constraint`` (``ValueError`` naming the problem) and whether
         it uses token-level formats."""
+        grammar, found = self._build(constraint)
+        return grammar, found is not None and found.token_level
+
+    def build_with_reach(self, constraint: Constraint) -> tuple[xgr.Grammar, bool, bool]:
+        """:meth:`build`, and whether a row of its grammar could allow every id of the logits width as far as
+        its token-level formats go (:meth:`may_allow_every_id`; True for a constraint without them: its text
+        rules decide, which the compiler knows per vocabulary)."""
+        grammar, found = self._build(constraint)
+        if found is None:
+            return grammar, False, True
+        return grammar, found.token_level, self.may_allow_every_id(found)
+
+    def _build(self, constraint: Constraint) -> tuple[xgr.Grammar, _TokenFormats | None]:
         kind = constraint.kind
         try:
             if kind == "json_schema" or kind == "json_object":
@@ -171,20 +199,20 @@ class GrammarBuilder:
                 else:
                     grammar = xgr.Grammar.from_json_schema(spec, any_whitespace=any_ws, max_whitespace_cnt=max_ws,
                                                            strict_mode=strict)
-                return _fix_bounded_json_strings(grammar, spec), False
+                return _fix_bounded_json_strings(grammar, spec), None
             if kind == "regex":
-                return xgr.Grammar.from_regex(constraint.spec), False
+                return xgr.Grammar.from_regex(constraint.spec), None
             if kind == "grammar":
-                return xgr.Grammar.from_ebnf(constraint.spec), False
+                return xgr.Grammar.from_ebnf(constraint.spec), None
             if kind == "choice":
                 choices = json.loads(constraint.spec)
                 tag = {"type": "structural_tag",
                        "format": {"type": "or", "elements": [{"type": "const_string", "value": c} for c in choices]}}
-                return xgr.Grammar.from_structural_tag(json.dumps(tag)), False
+                return xgr.Grammar.from_structural_tag(json.dumps(tag)), None
             if kind == "structural_tag":
-                tag, token_level = self.resolve_structural_tag(json.loads(constraint.spec))
+                tag, found = self._resolve_tag(json.loads(constraint.spec))
                 grammar = xgr.Grammar.from_structural_tag(json.dumps(tag))
-                return _fix_bounded_json_strings(grammar, constraint.spec), token_level
+                return _fix_bounded_json_strings(grammar, constraint.spec), found
         except ValueError:
             raise
         except Exception as e:  # xgrammar reports bad input as RuntimeError / pydantic errors
@@ -225,6 +253,10 @@ class GrammarBuilder:
         """A copy of ``tag`` with every token named by text in a token-level format replaced by its
         id in this vocabulary, and whether any token-level format occurs. A bare format (no
         ``{"type": "structural_tag", "format": ...}`` wrapper) is wrapped."""
+        out, found = self._resolve_tag(tag)
+        return out, found.token_level
+
+    def _resolve_tag(self, tag: Any) -> tuple[dict[str, Any], _TokenFormats]:
         if not isinstance(tag, Mapping):
             raise ValueError(f"invalid structural tag: expected an object, got {type(tag).__name__}")
         if tag.get("type") != "structural_tag":
@@ -233,11 +265,24 @@ class GrammarBuilder:
             tag = {"type": "structural_tag", "format": tag}
         if not isinstance(tag.get("format"), Mapping):
             raise ValueError('invalid structural tag: "format" must be an object')
-        found = [False]
-        out = self._resolve(tag, found, "$", False)
-        return out, found[0]
+        found = _TokenFormats()
+        return self._resolve(tag, found, "$", False), found
 
-    def _resolve(self, node: Any, found: list[bool], path: str, text_end: bool) -> Any:
+    def may_allow_every_id(self, found: _TokenFormats) -> bool:
+        """Whether a row of a grammar built from a tag with these token-level formats could allow every id of
+        the logits width. Text never matches a control token (its private spelling) or a padding id, so such a
+        row needs each of them allowed by a token-level format: False when the tag only names tokens
+        (``token``, trigger and dispatch heads) and some non-stop control token or padding id is not among
+        them; True when a format allows tokens by exclusion (``any_tokens``, ``exclude_token``, a token
+        dispatch's or token-triggered tags' free part), or no token-level format occurs (the text decides)."""
+        if not found.token_level or found.by_exclusion:
+            return True
+        vocab = self.vocabulary
+        if vocab.logits_width > vocab.vocab_size:
+            return False  # a padding id: never named (names are ids of the vocabulary), never text
+        return (vocab.special_token_ids - vocab.stop_token_ids) <= found.named
+
+    def _resolve(self, node: Any, found: _TokenFormats, path: str, text_end: bool) -> Any:
         """``text_end``: ``node`` lies inside the content of a tag whose end is text (:func:`_own_end`)."""
         if isinstance(node, list):
             return [self._resolve(x, found, f"{path}[{i}]", text_end) for i, x in enumerate(node)]
@@ -257,8 +302,12 @@ class GrammarBuilder:
                 if isinstance(r, list) and r:
                     self._check_literal(r[0], f"{path}.rules[{i}][0]")
         if _names_tokens(kind):
-            found[0] = True
+            found.token_level = True
             _rename_tokens(out, kind, path, self._token)
+            if kind in _BY_EXCLUSION:
+                found.by_exclusion = True
+            else:  # a token or a token-triggered tag's trigger (its free part is by exclusion: above)
+                found.named.add(out.get("token"))
         if kind == "any_text":  # no control token in free text (module docstring)
             excludes = out.get("excludes", [])
             if isinstance(excludes, list) and CONTROL_MARK not in excludes:
