@@ -67,6 +67,38 @@ def test_names_inside_strings_and_classes_are_text() -> None:
     assert rules(share_equal_rules(text)) == {"root": '((a a "a b" [a\\]b]))', "a": '(("a"))'}
 
 
+def test_names_with_dashes_and_dots_are_read_as_xgrammar_reads_them() -> None:
+    """xgrammar's EBNF names take ``-`` and ``.`` (it prints ``defs_my-type.v`` for a ``$defs`` key): such rules are
+    read and merged, while ``-1`` in a repetition or a decimal point stays text."""
+    text = ('root ::= ((defs_a-b.v defs_c-d.v x{0, -1}))\n'
+            'defs_a-b.v ::= (("1.5"))\n'
+            'defs_c-d.v ::= (("1.5"))\n'
+            'x ::= (("-"))\n')
+    assert rules(share_equal_rules(text)) == {"root": '((defs_a-b.v defs_a-b.v x{0, -1}))', "defs_a-b.v": '(("1.5"))',
+                                              "x": '(("-"))'}
+
+
+def test_a_tool_whose_defs_keys_have_dashes_and_dots_merges_and_keeps_its_masks() -> None:
+    """A tool's ``$defs`` key with ``-`` and ``.``: its grammar is merged (its two references to one definition were
+    left apart before), it survives the worker's round-trip check, and its masks equal the grammar as built."""
+    from thinkgate.structured_output.compilation._compile_worker import cache_safe
+
+    vocab = format_vocabulary("hermes")
+    item = {"type": "object", "properties": {"x": {"type": "integer"}, "y": {"type": "string"}}, "required": ["x"]}
+    tool = {"type": "function", "function": {"name": "put", "parameters": {
+        "type": "object", "properties": {"a": {"$ref": "#/$defs/my-item.v1"}, "b": {"$ref": "#/$defs/my-item.v1"}},
+        "required": ["a", "b"], "$defs": {"my-item.v1": item}}}}
+    c = build_tool_constraint([tool], "required", format="hermes")
+    grammar, _ = GrammarBuilder(vocab).build(c)
+    assert any("-item.v" in line.split(" ::= ")[0] for line in str(grammar).splitlines())
+    merged = shared_grammar(grammar)
+    assert len(str(merged).splitlines()) < len(str(grammar).splitlines())
+    assert cache_safe(c.kind, grammar)
+    comp = xgr.GrammarCompiler(build_tokenizer_info(vocab), max_threads=1, cache_enabled=False)
+    assert_same_masks_along_walks(comp.compile_grammar(grammar), comp.compile_grammar(merged), vocab, walks=3,
+                                  steps=80, prefer=lambda allowed: [t for t in allowed[:4000] if len(vocab.token_bytes[t]) <= 2])
+
+
 def test_the_root_keeps_its_name_wherever_it_is() -> None:
     text = ('x ::= ((y))\n'
             'y ::= (("k"))\n'

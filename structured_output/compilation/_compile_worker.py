@@ -42,6 +42,7 @@ import time
 from typing import Any, Iterator, Sequence
 
 from .constraints import DEFAULT_TOOL_MAX_WHITESPACE
+from .rule_sharing import NAME as _NAME
 
 _HEADER = struct.Struct("!Q")
 _PID = struct.Struct("!q")
@@ -206,7 +207,7 @@ def round_trips(text: str, grammar: Any) -> bool:
         return False
 
 
-_WRAPPER = re.compile(r"\(\(([A-Za-z_][A-Za-z0-9_]*)\)\)")
+_WRAPPER = re.compile(rf"\(\(({_NAME})\)\)")
 
 
 def drop_empty_in_sequences(body: str) -> str:

@@ -24,14 +24,18 @@ from __future__ import annotations
 import re
 from typing import Any
 
-__all__ = ["REFINE_BUDGET", "lex", "read_rules", "share_equal_rules", "shared_grammar", "shared_text"]
+__all__ = ["NAME", "REFINE_BUDGET", "lex", "read_rules", "share_equal_rules", "shared_grammar", "shared_text"]
 
 REFINE_BUDGET = 2_000_000
 """Rule and reference visits in all while refining the partition (:func:`share_equal_rules`); past it the
 grammar is left unmerged."""
 
-_RULE = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*) ::= (.*)$")
-_LEX = re.compile(r'"(?:[^"\\]|\\.)*"|\[(?:[^\]\\]|\\.)*\]|[A-Za-z_][A-Za-z0-9_]*|[^"\[A-Za-z_]+', re.S)
+NAME = r"[A-Za-z_.\-][A-Za-z0-9_.\-]*"
+"""An identifier as xgrammar's EBNF lexer reads one (its ``IsNameChar``: letters, ``_``, ``-`` and ``.``, digits after
+the first character). xgrammar prints such names for schema ``$defs`` keys (``defs_my-type.v``)."""
+
+_RULE = re.compile(rf"^({NAME}) ::= (.*)$")
+_LEX = re.compile(rf'"(?:[^"\\]|\\.)*"|\[(?:[^\]\\]|\\.)*\]|{NAME}|[^"\[A-Za-z_.\-]+', re.S)
 
 
 def lex(body: str) -> list[str]:

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import re
 
-from .rule_sharing import lex, read_rules
+from .rule_sharing import NAME, lex, read_rules
 
 __all__ = ["WALK_BUDGET_PER_RULE", "unfold_state_cycles"]
 
@@ -38,8 +38,8 @@ WALK_BUDGET_PER_RULE = 16
 """Rules visited in all, per rule of the grammar, while looking for groups; past it the pass stops."""
 
 _TERM = r'"(?:[^"\\]|\\.)*"|\[(?:[^\]\\]|\\.)*\]'
-_ALT = re.compile(rf"\(({_TERM})(?: ([A-Za-z_][A-Za-z0-9_]*))?\)")
-_BODY = re.compile(rf"\(\((?:{_TERM})(?: [A-Za-z_][A-Za-z0-9_]*)?\)(?: \| \((?:{_TERM})(?: [A-Za-z_][A-Za-z0-9_]*)?\))*\)")
+_ALT = re.compile(rf"\(({_TERM})(?: ({NAME}))?\)")
+_BODY = re.compile(rf"\(\((?:{_TERM})(?: {NAME})?\)(?: \| \((?:{_TERM})(?: {NAME})?\))*\)")
 
 
 def _automaton(body: str) -> list[tuple[str, str | None]] | None:
