@@ -279,6 +279,14 @@ def test_a_tag_that_names_tokens_allows_every_id_only_when_it_names_every_contro
         comp.close()
 
 
+@pytest.mark.parametrize("token", [{"a": 1}, [1, 2], 1.5, None])
+def test_a_token_of_the_wrong_type_fails_its_compile_with_xgrammars_message(qwen_compiler, token):
+    """The walk that gathers the named tokens takes only ids: another value reaches xgrammar, whose error names it."""
+    fut = qwen_compiler.submit(Constraint.structural_tag({"type": "token", "token": token}))
+    with pytest.raises(ValueError, match=r"invalid structural tag: .*[Tt]oken.* must be an integer"):
+        fut.result(timeout=60)
+
+
 def test_tool_constraints_that_only_name_tokens_take_the_plain_fill(qwen_vocab, qwen_compiler, deepseek_vocab):
     """The registered formats' tool constraints name their markers as tokens; on Qwen3.6 and DeepSeek V4 they
     leave other control tokens unnamed, so no row can allow every id (and the first row indeed does not)."""

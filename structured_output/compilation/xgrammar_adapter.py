@@ -306,8 +306,8 @@ class GrammarBuilder:
             _rename_tokens(out, kind, path, self._token)
             if kind in _BY_EXCLUSION:
                 found.by_exclusion = True
-            else:  # a token or a token-triggered tag's trigger (its free part is by exclusion: above)
-                found.named.add(out.get("token"))
+            elif isinstance(out.get("token"), int):  # a "token" (any other value: xgrammar names the error)
+                found.named.add(out["token"])
         if kind == "any_text":  # no control token in free text (module docstring)
             excludes = out.get("excludes", [])
             if isinstance(excludes, list) and CONTROL_MARK not in excludes:
