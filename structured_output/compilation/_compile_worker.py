@@ -24,9 +24,10 @@ Wire format: length-prefixed pickles (``send_obj`` / ``recv_obj``) on AF_UNIX st
   grammar that does not survive its text round trip: ``payload`` is ``Grammar.serialize_json()``), and
   ``cached`` says whether the grammar went through xgrammar's cached compile (the parent's recompile
   follows it); ``reach`` is None for a grammar without token-level formats, else whether a row could allow
-  every id as far as those formats go (``GrammarBuilder.may_allow_every_id``). A structural tag's reply comes first as ``("unverified", reply)``, compiled from its text
-  before the worker checks that the text :func:`round_trips`; the parent decodes it meanwhile and waits for
-  ``("verified",)`` or for the reply that replaces it (:func:`compile_steps`).
+  every id as far as those formats go (``GrammarBuilder.build_with_reach``). A structural tag's reply comes
+  first as ``("unverified", reply)``, compiled from its text before the worker checks that the text
+  :func:`round_trips`; the parent decodes it meanwhile and waits for ``("verified",)`` or for the reply
+  that replaces it (:func:`compile_steps`).
 """
 
 from __future__ import annotations

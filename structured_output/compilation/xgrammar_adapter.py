@@ -152,7 +152,7 @@ class _TokenFormats:
     def __init__(self) -> None:
         self.token_level = False
         self.by_exclusion = False
-        self.named: set[Any] = set()
+        self.named: set[int] = set()
 
 
 class GrammarBuilder:
@@ -172,12 +172,12 @@ class GrammarBuilder:
 
     def build_with_reach(self, constraint: Constraint) -> tuple[xgr.Grammar, bool, bool]:
         """:meth:`build`, and whether a row of its grammar could allow every id of the logits width as far as
-        its token-level formats go (:meth:`may_allow_every_id`; True for a constraint without them: its text
+        its token-level formats go (:meth:`_may_allow_every_id`; True for a constraint without them: its text
         rules decide, which the compiler knows per vocabulary)."""
         grammar, found = self._build(constraint)
         if found is None:
             return grammar, False, True
-        return grammar, found.token_level, self.may_allow_every_id(found)
+        return grammar, found.token_level, self._may_allow_every_id(found)
 
     def _build(self, constraint: Constraint) -> tuple[xgr.Grammar, _TokenFormats | None]:
         kind = constraint.kind
@@ -268,13 +268,14 @@ class GrammarBuilder:
         found = _TokenFormats()
         return self._resolve(tag, found, "$", False), found
 
-    def may_allow_every_id(self, found: _TokenFormats) -> bool:
+    def _may_allow_every_id(self, found: _TokenFormats) -> bool:
         """Whether a row of a grammar built from a tag with these token-level formats could allow every id of
         the logits width. Text never matches a control token (its private spelling) or a padding id, so such a
-        row needs each of them allowed by a token-level format: False when the tag only names tokens
-        (``token``, trigger and dispatch heads) and some non-stop control token or padding id is not among
-        them; True when a format allows tokens by exclusion (``any_tokens``, ``exclude_token``, a token
-        dispatch's or token-triggered tags' free part), or no token-level format occurs (the text decides)."""
+        row needs each of them allowed by a token-level format: False when its only token-level formats are
+        ``token`` and some non-stop control token or padding id is named by none of them; True when a format
+        allows tokens by exclusion (``any_tokens``, ``exclude_token``, ``token_dispatch``,
+        ``token_triggered_tags``: every token but those listed), or no token-level format occurs (the text
+        decides)."""
         if not found.token_level or found.by_exclusion:
             return True
         vocab = self.vocabulary
