@@ -283,8 +283,7 @@ def compile_steps(builder: Any, compiler: Any, constraint: Any, settings: dict[s
     from .xgrammar_adapter import xgrammar_message
 
     try:
-        grammar, token_level, reach = builder.build_with_reach(constraint)
-        reach = reach if token_level else None
+        grammar, reach = builder.build_with_reach(constraint)
     except ValueError as e:
         yield ("invalid", str(e))
         return

@@ -170,14 +170,14 @@ class GrammarBuilder:
         grammar, found = self._build(constraint)
         return grammar, found is not None and found.token_level
 
-    def build_with_reach(self, constraint: Constraint) -> tuple[xgr.Grammar, bool, bool]:
-        """:meth:`build`, and whether a row of its grammar could allow every id of the logits width as far as
-        its token-level formats go (:meth:`_may_allow_every_id`; True for a constraint without them: its text
-        rules decide, which the compiler knows per vocabulary)."""
+    def build_with_reach(self, constraint: Constraint) -> tuple[xgr.Grammar, bool | None]:
+        """The grammar of :meth:`build`, and whether a row of it could allow every id of the logits width as far
+        as its token-level formats go (:meth:`_may_allow_every_id`); None for a constraint without them: its text
+        rules decide, which the compiler knows per vocabulary."""
         grammar, found = self._build(constraint)
-        if found is None:
-            return grammar, False, True
-        return grammar, found.token_level, self._may_allow_every_id(found)
+        if found is None or not found.token_level:
+            return grammar, None
+        return grammar, self._may_allow_every_id(found)
 
     def _build(self, constraint: Constraint) -> tuple[xgr.Grammar, _TokenFormats | None]:
         kind = constraint.kind
@@ -274,9 +274,8 @@ class GrammarBuilder:
         row needs each of them allowed by a token-level format: False when its only token-level formats are
         ``token`` and some non-stop control token or padding id is named by none of them; True when a format
         allows tokens by exclusion (``any_tokens``, ``exclude_token``, ``token_dispatch``,
-        ``token_triggered_tags``: every token but those listed), or no token-level format occurs (the text
-        decides)."""
-        if not found.token_level or found.by_exclusion:
+        ``token_triggered_tags``: every token but those listed)."""
+        if found.by_exclusion:
             return True
         vocab = self.vocabulary
         if vocab.logits_width > vocab.vocab_size:

@@ -66,9 +66,8 @@ class _Searcher:
             self.cache.move_to_end(key)
             return c
         t0 = time.monotonic()
-        grammar, token_level, reach = self.builder.build_with_reach(constraint)
-        c = self.decoder.decode(constraint, ("grammar", grammar.serialize_json(), reach if token_level else None,
-                                             0.0, False), t0)
+        grammar, reach = self.builder.build_with_reach(constraint)
+        c = self.decoder.decode(constraint, ("grammar", grammar.serialize_json(), reach, 0.0, False), t0)
         self.cache[key] = c
         while len(self.cache) > CACHE_ENTRIES:
             self.cache.popitem(last=False)
